@@ -1,0 +1,183 @@
+/* Layouts and module interfaces private to libsbx. Nothing here is installed.
+ *
+ * Modules: yaml.c (YAML -> node tree), registry.c (alias -> .so), loader.c (dlopen and the
+ * handshake; the only user of <dlfcn.h>), config.c (data sources, policies, plugin configs),
+ * host_api.c (the services table plugins get), spool.c (per-call output files and display
+ * copies), host.c (sbx_host and routing). */
+#ifndef SBX_INTERNAL_H
+#define SBX_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sbx/host.h"
+#include "sbx/plugin.h"
+
+#define SBX__HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- allocation (alloc.c): every allocation goes through these, so a test can fail them */
+void *sbx__alloc(size_t size);
+void *sbx__calloc(size_t n, size_t size);
+void *sbx__realloc(void *ptr, size_t size);
+void sbx__free(void *ptr);
+char *sbx__strdup(const char *s);
+char *sbx__strndup(const char *s, size_t n);
+/* printf into a new string; NULL on allocation failure. */
+char *sbx__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- errors (error.c) */
+/* Fills err (if not NULL) with code and the formatted message, returns code. */
+int sbx__set_error(sbx_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int sbx__set_errorv(sbx_error *err, int code, const char *fmt, va_list ap);
+/* Puts "prefix: " in front of err's message (keeps the code). */
+void sbx__error_prefix(sbx_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- logging (log.c): structured lines on stderr, level from $SBX_LOG (error|warn|info|debug) */
+void sbx__log(int level, const char *subject, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void sbx__logv(int level, const char *subject, const char *fmt, va_list ap);
+
+/* ---- YAML node tree (yaml.c) */
+#define SBX__NODE_SCALAR 1
+#define SBX__NODE_MAP 2
+#define SBX__NODE_LIST 3
+
+typedef struct sbx__node {
+	int kind;
+	int quoted;   /* scalar was quoted: always a string */
+	char *scalar; /* SCALAR: text (after ${env.X} interpolation when loaded with it) */
+	char **keys;  /* MAP: n keys */
+	struct sbx__node **items; /* MAP values / LIST items */
+	size_t n;
+	char *file; /* file the node came from (owned by each node) */
+	int line;   /* 1-based */
+} sbx__node;
+
+/* Parses a YAML file into a tree. `interpolate` nonzero expands ${env.NAME} in scalars (an
+ * unset variable is SBX_E_CONFIG naming it, the file and line). An empty document gives an
+ * empty map. Errors: SBX_E_IO (cannot open), `bad_status` for syntax errors, with "FILE:LINE: ...". */
+int sbx__yaml_load_file(const char *path, int interpolate, int bad_status, sbx__node **out,
+			sbx_error *err);
+int sbx__yaml_load_string(const char *text, const char *name, int interpolate, int bad_status,
+			  sbx__node **out, sbx_error *err);
+void sbx__node_free(sbx__node *node);
+sbx__node *sbx__node_dup(const sbx__node *node);
+/* Value of key in a MAP node, NULL if absent or node is not a map. */
+const sbx__node *sbx__node_get(const sbx__node *map, const char *key);
+/* JSON text of a node (scalars typed: null/true/false/numbers unquoted unless quoted). */
+char *sbx__node_to_json(const sbx__node *node);
+
+/* ---- registry (registry.c) */
+typedef struct sbx__reg_entry {
+	char *alias;
+	char *path;     /* absolute path of the .so */
+	char *file;     /* registry file that listed the alias */
+	int line;
+	sbx__node *defaults; /* MAP or NULL */
+} sbx__reg_entry;
+
+typedef struct sbx__registry {
+	sbx__reg_entry *entries; /* sorted by alias */
+	size_t n;
+	char *main_file;
+} sbx__registry;
+
+/* Resolves the registry file (explicit path, $SBX_REGISTRY, the build tree's, the installed
+ * one), reads it and its registry.d/ *.yaml drop-ins. SBX_E_REGISTRY with a message naming
+ * the file and line. */
+int sbx__registry_load(const char *explicit_path, sbx__registry **out, sbx_error *err);
+void sbx__registry_free(sbx__registry *reg);
+const sbx__reg_entry *sbx__registry_find(const sbx__registry *reg, const char *alias);
+/* "a, b, c" of all aliases (for "unknown alias" messages). */
+char *sbx__registry_alias_list(const sbx__registry *reg);
+
+/* ---- loader (loader.c) */
+typedef struct sbx__module sbx__module;
+
+/* dlopens `path` (RTLD_NOW|RTLD_LOCAL), checks the entry, calls it and checks every
+ * registered descriptor (ABI major equal, minor <= host's, size, required ops, alias listed
+ * in `expected`, no duplicate). On any failure nothing stays loaded and err says why. */
+int sbx__module_load(const char *path, const char *const *expected, size_t n_expected,
+		     sbx__module **out, sbx_error *err);
+size_t sbx__module_count(const sbx__module *mod);
+/* Host-owned copy of descriptor i, zero-extended to the host's sizeof(sbx_plugin_desc). */
+const sbx_plugin_desc *sbx__module_desc(const sbx__module *mod, size_t i);
+void sbx__module_unload(sbx__module *mod);
+
+/* ---- host services table (host_api.c) */
+const sbx_host_api *sbx__host_api(void);
+/* Where plugins may keep files ($SBX_STATE_DIR/plugins); set by host.c. */
+void sbx__set_state_dir(const char *dir);
+
+/* The plugin-facing config object: one data source's merged keys for one alias. */
+struct sbx_config {
+	sbx__node *map; /* MAP: registry defaults overlaid by the data source's keys */
+	char **json;    /* cache of config_json results, one per key in map order */
+};
+void sbx__config_obj_free(struct sbx_config *cfg);
+
+/* ---- config (config.c) */
+typedef struct sbx__policy {
+	double timeout;              /* default exec timeout, seconds; 0 = none */
+	uint64_t max_concurrency;    /* live sandboxes; 0 = unlimited */
+	uint64_t output_char_threshold;
+	uint64_t truncate_head_chars;
+	uint64_t truncate_tail_chars;
+	uint64_t output_max_bytes;   /* stored bytes per stream; 0 = unlimited */
+	int64_t ttl;                 /* seconds; 0 = none */
+	int auto_resume;             /* exec on a paused sandbox resumes it */
+} sbx__policy;
+
+typedef struct sbx__data_source {
+	char *name;        /* "default" for the data_source block */
+	char *alias;       /* NULL: no sandbox (type none or empty) */
+	sbx__node *keys;   /* MAP of plugin keys (everything but type and policy keys) */
+	sbx__policy policy;
+	char *file;
+	int line;
+} sbx__data_source;
+
+typedef struct sbx__config {
+	sbx__data_source deflt;
+	sbx__data_source *sources;
+	size_t n;
+	char *file; /* NULL for the built-in default */
+} sbx__config;
+
+/* Loads a config (LoongSage data_source/data_sources shape or NexAU sandbox_config). NULL path
+ * and text give the built-in default (type local). SBX_E_CONFIG with FILE:LINE on errors. */
+int sbx__config_load(const char *path, const char *text, sbx__config **out, sbx_error *err);
+void sbx__config_free(sbx__config *cfg);
+/* By name, or by decimal index; NULL: the default block. SBX_E_CONFIG lists the names. */
+int sbx__config_find(const sbx__config *cfg, const char *name_or_index,
+		     const sbx__data_source **out, sbx_error *err);
+/* Builds the plugin config for `ds` using `desc`'s declared keys: registry defaults overlaid
+ * by the data source's keys; an undeclared key is SBX_E_CONFIG naming key, file, line and the
+ * valid keys; a value of the wrong type names the type wanted. */
+int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry_defaults,
+			   const sbx_plugin_desc *desc, struct sbx_config **out, sbx_error *err);
+
+/* ---- spool (spool.c): one exec's output */
+typedef struct sbx__spool sbx__spool;
+
+/* Creates call_dir (mode 0700, parents as needed) with command.txt holding `command` and empty
+ * stdout.txt / stderr.txt. */
+int sbx__spool_new(const char *call_dir, const char *command, const sbx__policy *policy,
+		   sbx__spool **out, sbx_error *err);
+/* An sbx_output_fn: appends to the stream's file (up to output_max_bytes) and keeps the
+ * bounded head and tail the display copy needs. Memory stays constant. */
+int sbx__spool_write(void *spool, uint32_t stream, const void *data, size_t len);
+/* Closes the files and fills the text, length, truncation and path fields of res. */
+int sbx__spool_finish(sbx__spool *spool, sbx_exec_result *res, sbx_error *err);
+void sbx__spool_free(sbx__spool *spool);
+
+/* ---- ids (id.c) */
+/* Splits "alias:backend" into alias (copied into alias_buf) and a pointer to the backend part.
+ * SBX_E_BAD_ID with a message quoting the id and the expected shape. */
+int sbx__id_split(const char *id, char *alias_buf, size_t alias_cap, const char **backend,
+		  sbx_error *err);
+
+#endif

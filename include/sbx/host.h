@@ -1,0 +1,209 @@
+/* The sbx embedding API: create sandboxes, run commands in them, move files, delete them.
+ *
+ * A host (sbx_host) reads a registry (type alias -> plugin .so) and a config (which alias
+ * and which settings each data source uses), loads plugins on first use of their alias and
+ * routes every call by the alias prefix of the sandbox id ("<alias>:<backend-id>").
+ *
+ * Conventions: every function returns an SBX_* status (0 = SBX_OK) and fills the optional
+ * caller-owned `err` on failure. Outputs come last. Strings returned inside a result are owned
+ * by that result. All functions taking an sbx_host are thread-safe unless they say otherwise;
+ * sbx_host_new and sbx_host_free are not (no other call may run on that host meanwhile). */
+#ifndef SBX_HOST_H
+#define SBX_HOST_H
+
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sbx_host sbx_host;
+
+/* Name ("SBX_E_NOT_FOUND") and message of a status. Unknown codes give "SBX_E_UNKNOWN" and
+ * "unknown status". The strings are static. */
+const char *sbx_status_name(int status);
+const char *sbx_status_message(int status);
+
+/* Version string of the library ("0.1.0"). */
+const char *sbx_version(void);
+
+/* Replaces the allocator used for everything the library and its plugins allocate. Call
+ * before the first sbx_host_new; NULL restores malloc/realloc/free. Not thread-safe. */
+void sbx_set_allocator(void *(*alloc_fn)(size_t), void *(*realloc_fn)(void *, size_t),
+		       void (*free_fn)(void *));
+
+/* Frees memory the library handed out (sbx_read_file data, sbx_list_dir entries, JSON). */
+void sbx_free(void *ptr);
+
+typedef struct sbx_host_options {
+	SBX_STRUCT_HEADER;
+	/* Registry file. NULL: $SBX_REGISTRY, then the registry beside the build or install. */
+	const char *registry_path;
+	/* Config file. NULL: every data source uses `local` with its defaults. */
+	const char *config_path;
+	/* Config given as YAML text instead of a file (config_path must then be NULL). */
+	const char *config_text;
+	/* Directory for per-call output and state. NULL: $SBX_STATE_DIR, then
+	 * $XDG_STATE_HOME/sbx, then ~/.local/state/sbx. */
+	const char *state_dir;
+	/* Identifier of this run, recorded in labels. NULL: generated. */
+	const char *run_id;
+} sbx_host_options;
+
+/* Creates a host. `opts` may be NULL for all defaults. Reads and validates the registry and
+ * the config; plugins are loaded later, on first use of their alias.
+ * Returns SBX_E_REGISTRY, SBX_E_CONFIG, SBX_E_NOMEM or SBX_E_IO with detail in err.
+ * On success *out owns the host; release it with sbx_host_free. */
+int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err);
+
+/* Unloads the plugins and frees the host. NULL is a no-op. Sandboxes are not destroyed. */
+void sbx_host_free(sbx_host *host);
+
+/* ---- plugins ---- */
+
+#define SBX_PLUGIN_UNLOADED 0u
+#define SBX_PLUGIN_LOADED 1u
+#define SBX_PLUGIN_FAULTY 2u
+
+/* What the host knows of one registered alias. Strings are owned by the host and valid until
+ * sbx_host_free. */
+typedef struct sbx_plugin_info {
+	SBX_STRUCT_HEADER;
+	const char *alias;
+	const char *path;          /* the .so, absolute */
+	const char *registry_file; /* the file that listed it */
+	uint32_t state;            /* SBX_PLUGIN_* */
+	uint16_t plugin_abi_major; /* as registered; 0 until loaded */
+	uint16_t plugin_abi_minor;
+	const char *version;     /* plugin's own version, NULL until loaded */
+	const char *description; /* NULL until loaded */
+	const char *reason;      /* why it is faulty, NULL otherwise */
+} sbx_plugin_info;
+
+/* Number of aliases in the registry. */
+size_t sbx_plugin_count(const sbx_host *host);
+
+/* Fills *info for the alias at `index` (0 .. count-1, in alias order). SBX_E_INVAL past the
+ * end. `info` must have its header set (SBX_INIT_HEADER). */
+int sbx_plugin_get(sbx_host *host, size_t index, sbx_plugin_info *info, sbx_error *err);
+
+/* Loads the plugin of `alias` now (normally done on first use). SBX_E_UNKNOWN_ALIAS names the
+ * known aliases; SBX_E_FAULTY (or the load's own status) carries the saved reason. */
+int sbx_plugin_load(sbx_host *host, const char *alias, sbx_error *err);
+
+/* ---- data sources ---- */
+
+/* Number of configured data sources (not counting the default block). */
+size_t sbx_data_source_count(const sbx_host *host);
+
+/* Name and alias of data source `index`; *alias is NULL when the source has no sandbox
+ * (`type: none`). Index SIZE_MAX gives the default block. Borrowed until sbx_host_free. */
+int sbx_data_source_get(const sbx_host *host, size_t index, const char **name,
+			const char **alias, sbx_error *err);
+
+/* ---- sandboxes ---- */
+
+typedef struct sbx_create_opts {
+	SBX_STRUCT_HEADER;
+	/* Data source by name or decimal index; NULL: the default block. */
+	const char *data_source;
+	/* Image for this sandbox (metadata.docker_image); NULL: the backend's default. */
+	const char *image;
+	const sbx_kv *labels; /* extra labels */
+	uint32_t n_labels;
+	uint32_t reserved0;
+	const sbx_kv *env; /* environment for every exec */
+	uint32_t n_env;
+	uint32_t reserved1;
+	/* Lifetime in seconds; 0: the data source's `ttl` (none if unset). */
+	int64_t ttl_seconds;
+} sbx_create_opts;
+
+/* Creates a sandbox and writes its id ("<alias>:<backend-id>") into id[SBX_ID_MAX].
+ * Returns SBX_E_CONFIG when the data source is unknown or has no sandbox, the plugin's load
+ * status, or the backend's create status. */
+int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
+	       sbx_error *err);
+
+/* Destroys a sandbox and its per-call output. A sandbox that is already gone succeeds.
+ * SBX_E_BAD_ID for a malformed id, SBX_E_UNKNOWN_ALIAS for an unknown alias. */
+int sbx_destroy(sbx_host *host, const char *id, sbx_error *err);
+
+typedef struct sbx_exec_opts {
+	SBX_STRUCT_HEADER;
+	const char *shell;       /* run with bash -c (sh -c where bash is missing), or */
+	const char *const *argv; /* a NULL-terminated argv */
+	const char *cwd;
+	const sbx_kv *env;
+	uint32_t n_env;
+	uint32_t has_stdin;
+	const void *stdin_data;
+	size_t stdin_len;
+	/* Seconds, fractions allowed. 0: none. Negative: the data source's default timeout. */
+	double timeout;
+	const char *user;
+} sbx_exec_opts;
+
+/* The outcome of one command. Owned by the caller; free with sbx_exec_result_free. */
+typedef struct sbx_exec_result {
+	SBX_STRUCT_HEADER;
+	int32_t exit_code; /* -1 when killed by a signal */
+	int32_t signal;
+	uint32_t timed_out;
+	uint32_t truncated; /* nonzero only when a display copy was cut */
+	double duration;    /* seconds */
+	char *stdout_text;  /* display copies: NUL-terminated, may hold invalid UTF-8 */
+	char *stderr_text;
+	size_t stdout_text_len; /* bytes in the display copies (they may contain NULs) */
+	size_t stderr_text_len;
+	uint64_t original_stdout_length; /* characters, as NexAU counts them */
+	uint64_t original_stderr_length;
+	uint64_t stdout_bytes; /* bytes the command wrote */
+	uint64_t stderr_bytes;
+	uint64_t stdout_dropped; /* bytes not stored because of output_max_bytes */
+	uint64_t stderr_dropped;
+	char *output_dir; /* per-call directory with command.txt, stdout.txt, stderr.txt */
+	char *stdout_file;
+	char *stderr_file;
+} sbx_exec_result;
+
+/* Runs a command. A command that ran and failed is SBX_OK with its exit code; statuses are
+ * for infrastructure (SBX_E_NOT_FOUND, SBX_E_UNREACHABLE, ...). On success *out is set. */
+int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec_result **out,
+	     sbx_error *err);
+
+/* NULL is a no-op. */
+void sbx_exec_result_free(sbx_exec_result *res);
+
+/* ---- files (paths absolute in the sandbox or relative to its work dir) ---- */
+
+/* *data (free with sbx_free) holds *len bytes plus a terminating NUL not counted in len. */
+int sbx_read_file(sbx_host *host, const char *id, const char *path, void **data, size_t *len,
+		  sbx_error *err);
+/* Creates parent directories as needed. mode 0 means 0644. */
+int sbx_write_file(sbx_host *host, const char *id, const char *path, const void *data,
+		   size_t len, uint32_t mode, sbx_error *err);
+int sbx_stat(sbx_host *host, const char *id, const char *path, sbx_file_info *info,
+	     sbx_error *err);
+/* *entries (free with sbx_free) is an array of *n entries. */
+int sbx_list_dir(sbx_host *host, const char *id, const char *path, sbx_file_info **entries,
+		 size_t *n, sbx_error *err);
+int sbx_mkdir(sbx_host *host, const char *id, const char *path, int parents, sbx_error *err);
+int sbx_remove(sbx_host *host, const char *id, const char *path, int recursive,
+	       sbx_error *err);
+
+/* ---- lifecycle ---- */
+
+int sbx_pause(sbx_host *host, const char *id, sbx_error *err);
+int sbx_resume(sbx_host *host, const char *id, sbx_error *err);
+/* *state is one of SBX_STATE_*. */
+int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err);
+
+/* JSON object describing alias's backend as configured for data source `data_source` (NULL:
+ * default block); *json from the library's allocator, free with sbx_free. */
+int sbx_backend_info(sbx_host *host, const char *alias, char **json, sbx_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,214 @@
+/* The sbx plugin ABI: what a backend shared object implements.
+ *
+ * ABI change log (append only; see version.h for the current numbers)
+ *   1.0  First release: sbx_plugin_register, sbx_host_api, sbx_plugin_desc with the required
+ *        ops (init, fini, create, execute, destroy) and the optional ops (file ops, pause,
+ *        resume, status, list_by_label, info).
+ *
+ * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
+ * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns
+ * SBX_OK. Nothing else of the plugin runs before the host has checked every descriptor's ABI
+ * version. A plugin never writes to stdout or stderr, never exits or aborts and never installs
+ * signal handlers: it logs through host->log and reports failures through host->set_error.
+ *
+ * Plugins are stateless with respect to sandboxes: everything needed to reach a sandbox must
+ * be recoverable from its backend id, so a sandbox created by one process can be used and
+ * destroyed by another.
+ *
+ * Threads: the host may call create/execute/destroy/file ops from many threads at once on the
+ * same state unless the descriptor leaves SBX_PLUGIN_THREAD_SAFE out of `flags`, in which case
+ * the host serialises calls into that plugin. init and fini are never concurrent with anything.
+ */
+#ifndef SBX_PLUGIN_H
+#define SBX_PLUGIN_H
+
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SBX_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define SBX_EXPORT __attribute__((visibility("default")))
+#else
+#define SBX_PRINTF(a, b)
+#define SBX_EXPORT
+#endif
+
+typedef struct sbx_registrar sbx_registrar; /* opaque, owned by the host */
+typedef struct sbx_config sbx_config;       /* opaque, owned by the host */
+
+/* Log levels for host->log. */
+#define SBX_LOG_ERROR 0
+#define SBX_LOG_WARN 1
+#define SBX_LOG_INFO 2
+#define SBX_LOG_DEBUG 3
+
+/* Types of declared config keys. */
+#define SBX_KEY_STRING 1u
+#define SBX_KEY_INT 2u
+#define SBX_KEY_FLOAT 3u
+#define SBX_KEY_BOOL 4u
+#define SBX_KEY_LIST 5u /* a YAML sequence */
+#define SBX_KEY_MAP 6u  /* a YAML mapping */
+#define SBX_KEY_ANY 7u
+
+/* A config key the plugin accepts. The host rejects any other key before init. */
+typedef struct sbx_config_key {
+	const char *name;
+	uint32_t type; /* SBX_KEY_* */
+	uint32_t secret; /* nonzero: the value never appears in logs, state or the ledger */
+	const char *help; /* one line */
+} sbx_config_key;
+
+/* Everything a create needs. All pointers are borrowed for the duration of the call. */
+typedef struct sbx_create_spec {
+	SBX_STRUCT_HEADER;
+	const char *image;       /* may be NULL: the backend's configured default */
+	const sbx_kv *labels;    /* host labels (sbx.owner, sbx.run, sbx.data_source, ...) */
+	uint32_t n_labels;
+	uint32_t reserved0;
+	const sbx_kv *env;       /* environment for every exec in the sandbox */
+	uint32_t n_env;
+	uint32_t reserved1;
+	int64_t ttl_seconds;     /* 0: none; backends with a lifetime enforce it */
+	const char *data_source; /* name of the data source, for the backend's own labels */
+} sbx_create_spec;
+
+/* Output sink: the plugin pushes every chunk of output through it as it arrives. A nonzero
+ * return (an SBX_E_* status) means the host cannot take more; the plugin stops the command
+ * and returns that status. */
+typedef int (*sbx_output_fn)(void *ctx, uint32_t stream, const void *data, size_t len);
+
+/* One command to run. Exactly one of `shell` and `argv` is set.
+ *
+ * `shell` runs as `bash -c SHELL`, or `sh -c SHELL` where bash is missing; the host never
+ * splices it into a string of its own and neither may the plugin: pass it as one argv element.
+ * `timeout_ms` 0 means none; otherwise the plugin kills the command's whole process tree when it
+ * expires, sets `timed_out` and returns SBX_OK with the output produced so far. */
+typedef struct sbx_exec_request {
+	SBX_STRUCT_HEADER;
+	const char *shell;
+	const char *const *argv; /* NULL-terminated */
+	uint32_t argc;
+	uint32_t has_stdin; /* nonzero: feed stdin_data; zero: stdin is /dev/null */
+	const char *cwd;    /* NULL: the sandbox's work dir; relative: beneath it */
+	const sbx_kv *env;  /* additions to the sandbox environment */
+	uint32_t n_env;
+	uint32_t reserved0;
+	const void *stdin_data;
+	size_t stdin_len;
+	uint64_t timeout_ms;
+	const char *user; /* NULL: the backend's default */
+	sbx_output_fn output;
+	void *output_ctx;
+} sbx_exec_request;
+
+/* What the plugin reports about a finished command. The host has zeroed it and set its
+ * header before the call. */
+typedef struct sbx_exec_outcome {
+	SBX_STRUCT_HEADER;
+	int32_t exit_code; /* -1 when killed by a signal */
+	int32_t signal;    /* terminating signal, 0 if none */
+	uint32_t timed_out;
+	uint32_t reserved0;
+} sbx_exec_outcome;
+
+/* Called by list_by_label once per backend id found. */
+typedef int (*sbx_id_fn)(void *ctx, const char *backend_id);
+
+/* Flags of sbx_plugin_desc. */
+#define SBX_PLUGIN_THREAD_SAFE 1u
+
+/* The descriptor a plugin registers for one alias. The host copies it (up to struct_size),
+ * so it may live on the plugin's stack. Required ops must not be NULL; optional ops may be
+ * NULL, which the host reports as SBX_E_UNSUPPORTED.
+ *
+ * Every op returns an SBX_* status; on failure it also fills `err` through host->set_error.
+ * `id` arguments are the plugin's own part of the sandbox id. */
+typedef struct sbx_plugin_desc {
+	SBX_STRUCT_HEADER;
+	const char *alias;
+	const char *version;     /* the plugin's own version string */
+	const char *description; /* one line */
+	const sbx_config_key *keys;
+	uint32_t n_keys;
+	uint32_t flags; /* SBX_PLUGIN_* */
+
+	/* Required. */
+	int (*init)(const sbx_config *cfg, void **state, sbx_error *err);
+	void (*fini)(void *state);
+	/* Writes the backend id (NUL-terminated, at most id_cap bytes) into id_buf. */
+	int (*create)(void *state, const sbx_create_spec *spec, char *id_buf, size_t id_cap,
+		      sbx_error *err);
+	int (*execute)(void *state, const char *id, const sbx_exec_request *req,
+		       sbx_exec_outcome *out, sbx_error *err);
+	/* Destroying a sandbox that is already gone succeeds. */
+	int (*destroy)(void *state, const char *id, sbx_error *err);
+
+	/* Optional: files. Paths are absolute inside the sandbox or relative to its work dir.
+	 * read_file returns a buffer from host->alloc that the host frees. */
+	int (*read_file)(void *state, const char *id, const char *path, void **data,
+			 size_t *len, sbx_error *err);
+	int (*write_file)(void *state, const char *id, const char *path, const void *data,
+			  size_t len, uint32_t mode, sbx_error *err);
+	int (*stat_file)(void *state, const char *id, const char *path, sbx_file_info *info,
+			 sbx_error *err);
+	/* *entries comes from host->alloc (an array of *n entries, each with its header set). */
+	int (*list_dir)(void *state, const char *id, const char *path, sbx_file_info **entries,
+			size_t *n, sbx_error *err);
+	int (*make_dir)(void *state, const char *id, const char *path, uint32_t parents,
+			sbx_error *err);
+	int (*remove_path)(void *state, const char *id, const char *path, uint32_t recursive,
+			   sbx_error *err);
+
+	/* Optional: lifecycle. */
+	int (*pause)(void *state, const char *id, sbx_error *err);
+	int (*resume)(void *state, const char *id, sbx_error *err);
+	int (*status)(void *state, const char *id, uint32_t *sandbox_state, sbx_error *err);
+	/* Calls fn for every sandbox carrying label key=value. */
+	int (*list_by_label)(void *state, const char *key, const char *value, sbx_id_fn fn,
+			     void *ctx, sbx_error *err);
+	/* Optional: a JSON object describing the backend as configured (mechanisms, versions).
+	 * *json comes from host->alloc. */
+	int (*info)(void *state, char **json, sbx_error *err);
+} sbx_plugin_desc;
+
+/* Services the host offers to plugins. Only grows at its end. */
+typedef struct sbx_host_api {
+	SBX_STRUCT_HEADER;
+	/* Registers one alias. Returns SBX_E_ABI, SBX_E_EXISTS or SBX_E_INVAL on a bad
+	 * descriptor (the load then fails with that reason). */
+	int (*register_sandbox)(sbx_registrar *reg, const sbx_plugin_desc *desc);
+	void (*log)(int level, const char *alias, const char *fmt, ...) SBX_PRINTF(3, 4);
+	void *(*alloc)(size_t size);
+	void *(*realloc)(void *ptr, size_t size);
+	void (*free)(void *ptr);
+	/* Fills err (if not NULL) and returns code, so `return host->set_error(err, ...);`. */
+	int (*set_error)(sbx_error *err, int code, const char *fmt, ...) SBX_PRINTF(3, 4);
+	/* Config getters: SBX_OK and the value, SBX_E_NOT_FOUND when the key is absent, or
+	 * SBX_E_CONFIG when it has another type (err names the key and the type wanted).
+	 * Returned strings are valid until fini. */
+	int (*config_string)(const sbx_config *cfg, const char *key, const char **out,
+			     sbx_error *err);
+	int (*config_int)(const sbx_config *cfg, const char *key, int64_t *out, sbx_error *err);
+	int (*config_float)(const sbx_config *cfg, const char *key, double *out, sbx_error *err);
+	int (*config_bool)(const sbx_config *cfg, const char *key, int *out, sbx_error *err);
+	/* Any value (lists and maps included) as JSON text. */
+	int (*config_json)(const sbx_config *cfg, const char *key, const char **out,
+			   sbx_error *err);
+	/* Directory the plugin may keep private files in (created on demand). */
+	const char *(*state_dir)(void);
+} sbx_host_api;
+
+/* The one symbol a plugin exports. `host` stays valid until the plugin is unloaded. */
+typedef int (*sbx_plugin_register_fn)(const sbx_host_api *host, sbx_registrar *reg);
+#define SBX_PLUGIN_ENTRY "sbx_plugin_register"
+
+SBX_EXPORT int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
