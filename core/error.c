@@ -7,8 +7,8 @@
 const char *sbx_status_name(int status)
 {
 	switch (status) {
-#define SBX__NAME(name, value, msg)                                                                \
-	case value:                                                                                \
+#define SBX__NAME(name, value, msg) \
+	case value:                 \
 		return "SBX_" #name;
 		SBX_STATUS_MAP(SBX__NAME)
 #undef SBX__NAME
@@ -19,8 +19,8 @@ const char *sbx_status_name(int status)
 const char *sbx_status_message(int status)
 {
 	switch (status) {
-#define SBX__MSG(name, value, msg)                                                                 \
-	case value:                                                                                \
+#define SBX__MSG(name, value, msg) \
+	case value:                \
 		return msg;
 		SBX_STATUS_MAP(SBX__MSG)
 #undef SBX__MSG

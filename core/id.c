@@ -28,10 +28,11 @@ int sbx__id_split(const char *id, char *alias_buf, size_t alias_cap, const char 
 	for (const char *p = colon ? colon + 1 : id; ok && *p; p++)
 		ok = (unsigned char)*p > 0x20 && *p != 0x7f;
 	if (!ok)
-		return sbx__set_error(err, SBX_E_BAD_ID,
-				      "malformed sandbox id '%.200s'; expected <alias>:<backend-id> "
-				      "(e.g. local:3f2a9c)",
-				      id);
+		return sbx__set_error(
+		    err, SBX_E_BAD_ID,
+		    "malformed sandbox id '%.200s'; expected <alias>:<backend-id> "
+		    "(e.g. local:3f2a9c)",
+		    id);
 	memcpy(alias_buf, id, alen);
 	alias_buf[alen] = '\0';
 	*backend = colon + 1;

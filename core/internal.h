@@ -30,20 +30,20 @@ char *sbx__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* ---- errors (error.c) */
 /* Fills err (if not NULL) with code and the formatted message, returns code. */
 int sbx__set_error(sbx_error *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 int sbx__set_errorv(sbx_error *err, int code, const char *fmt, va_list ap);
 /* Puts "prefix: " in front of err's message (keeps the code). */
 void sbx__error_prefix(sbx_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- logging (log.c): structured lines on stderr, level from $SBX_LOG (error|warn|info|debug) */
 void sbx__log(int level, const char *subject, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 void sbx__logv(int level, const char *subject, const char *fmt, va_list ap);
 
 /* ---- YAML node tree (yaml.c) */
 #define SBX__NODE_SCALAR 1
-#define SBX__NODE_MAP 2
-#define SBX__NODE_LIST 3
+#define SBX__NODE_MAP    2
+#define SBX__NODE_LIST   3
 
 typedef struct sbx__node {
 	int kind;
@@ -73,8 +73,8 @@ char *sbx__node_to_json(const sbx__node *node);
 /* ---- registry (registry.c) */
 typedef struct sbx__reg_entry {
 	char *alias;
-	char *path;     /* absolute path of the .so */
-	char *file;     /* registry file that listed the alias */
+	char *path; /* absolute path of the .so */
+	char *file; /* registry file that listed the alias */
 	int line;
 	sbx__node *defaults; /* MAP or NULL */
 } sbx__reg_entry;
@@ -121,20 +121,20 @@ void sbx__config_obj_free(struct sbx_config *cfg);
 
 /* ---- config (config.c) */
 typedef struct sbx__policy {
-	double timeout;              /* default exec timeout, seconds; 0 = none */
-	uint64_t max_concurrency;    /* live sandboxes; 0 = unlimited */
+	double timeout;           /* default exec timeout, seconds; 0 = none */
+	uint64_t max_concurrency; /* live sandboxes; 0 = unlimited */
 	uint64_t output_char_threshold;
 	uint64_t truncate_head_chars;
 	uint64_t truncate_tail_chars;
-	uint64_t output_max_bytes;   /* stored bytes per stream; 0 = unlimited */
-	int64_t ttl;                 /* seconds; 0 = none */
-	int auto_resume;             /* exec on a paused sandbox resumes it */
+	uint64_t output_max_bytes; /* stored bytes per stream; 0 = unlimited */
+	int64_t ttl;               /* seconds; 0 = none */
+	int auto_resume;           /* exec on a paused sandbox resumes it */
 } sbx__policy;
 
 typedef struct sbx__data_source {
-	char *name;        /* "default" for the data_source block */
-	char *alias;       /* NULL: no sandbox (type none or empty) */
-	sbx__node *keys;   /* MAP of plugin keys (everything but type and policy keys) */
+	char *name;      /* "default" for the data_source block */
+	char *alias;     /* NULL: no sandbox (type none or empty) */
+	sbx__node *keys; /* MAP of plugin keys (everything but type and policy keys) */
 	sbx__policy policy;
 	char *file;
 	int line;

@@ -62,8 +62,8 @@ void sbx_host_free(sbx_host *host);
 /* ---- plugins ---- */
 
 #define SBX_PLUGIN_UNLOADED 0u
-#define SBX_PLUGIN_LOADED 1u
-#define SBX_PLUGIN_FAULTY 2u
+#define SBX_PLUGIN_LOADED   1u
+#define SBX_PLUGIN_FAULTY   2u
 
 /* What the host knows of one registered alias. Strings are owned by the host and valid until
  * sbx_host_free. */
@@ -98,8 +98,8 @@ size_t sbx_data_source_count(const sbx_host *host);
 
 /* Name and alias of data source `index`; *alias is NULL when the source has no sandbox
  * (`type: none`). Index SIZE_MAX gives the default block. Borrowed until sbx_host_free. */
-int sbx_data_source_get(const sbx_host *host, size_t index, const char **name,
-			const char **alias, sbx_error *err);
+int sbx_data_source_get(const sbx_host *host, size_t index, const char **name, const char **alias,
+			sbx_error *err);
 
 /* ---- sandboxes ---- */
 
@@ -122,8 +122,7 @@ typedef struct sbx_create_opts {
 /* Creates a sandbox and writes its id ("<alias>:<backend-id>") into id[SBX_ID_MAX].
  * Returns SBX_E_CONFIG when the data source is unknown or has no sandbox, the plugin's load
  * status, or the backend's create status. */
-int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
-	       sbx_error *err);
+int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX], sbx_error *err);
 
 /* Destroys a sandbox and its per-call output. A sandbox that is already gone succeeds.
  * SBX_E_BAD_ID for a malformed id, SBX_E_UNKNOWN_ALIAS for an unknown alias. */
@@ -181,16 +180,14 @@ void sbx_exec_result_free(sbx_exec_result *res);
 int sbx_read_file(sbx_host *host, const char *id, const char *path, void **data, size_t *len,
 		  sbx_error *err);
 /* Creates parent directories as needed. mode 0 means 0644. */
-int sbx_write_file(sbx_host *host, const char *id, const char *path, const void *data,
-		   size_t len, uint32_t mode, sbx_error *err);
-int sbx_stat(sbx_host *host, const char *id, const char *path, sbx_file_info *info,
-	     sbx_error *err);
+int sbx_write_file(sbx_host *host, const char *id, const char *path, const void *data, size_t len,
+		   uint32_t mode, sbx_error *err);
+int sbx_stat(sbx_host *host, const char *id, const char *path, sbx_file_info *info, sbx_error *err);
 /* *entries (free with sbx_free) is an array of *n entries. */
 int sbx_list_dir(sbx_host *host, const char *id, const char *path, sbx_file_info **entries,
 		 size_t *n, sbx_error *err);
 int sbx_mkdir(sbx_host *host, const char *id, const char *path, int parents, sbx_error *err);
-int sbx_remove(sbx_host *host, const char *id, const char *path, int recursive,
-	       sbx_error *err);
+int sbx_remove(sbx_host *host, const char *id, const char *path, int recursive, sbx_error *err);
 
 /* ---- lifecycle ---- */
 

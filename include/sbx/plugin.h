@@ -30,7 +30,7 @@ extern "C" {
 
 #if defined(__GNUC__)
 #define SBX_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#define SBX_EXPORT __attribute__((visibility("default")))
+#define SBX_EXPORT       __attribute__((visibility("default")))
 #else
 #define SBX_PRINTF(a, b)
 #define SBX_EXPORT
@@ -41,35 +41,35 @@ typedef struct sbx_config sbx_config;       /* opaque, owned by the host */
 
 /* Log levels for host->log. */
 #define SBX_LOG_ERROR 0
-#define SBX_LOG_WARN 1
-#define SBX_LOG_INFO 2
+#define SBX_LOG_WARN  1
+#define SBX_LOG_INFO  2
 #define SBX_LOG_DEBUG 3
 
 /* Types of declared config keys. */
 #define SBX_KEY_STRING 1u
-#define SBX_KEY_INT 2u
-#define SBX_KEY_FLOAT 3u
-#define SBX_KEY_BOOL 4u
-#define SBX_KEY_LIST 5u /* a YAML sequence */
-#define SBX_KEY_MAP 6u  /* a YAML mapping */
-#define SBX_KEY_ANY 7u
+#define SBX_KEY_INT    2u
+#define SBX_KEY_FLOAT  3u
+#define SBX_KEY_BOOL   4u
+#define SBX_KEY_LIST   5u /* a YAML sequence */
+#define SBX_KEY_MAP    6u /* a YAML mapping */
+#define SBX_KEY_ANY    7u
 
 /* A config key the plugin accepts. The host rejects any other key before init. */
 typedef struct sbx_config_key {
 	const char *name;
-	uint32_t type; /* SBX_KEY_* */
-	uint32_t secret; /* nonzero: the value never appears in logs, state or the ledger */
+	uint32_t type;    /* SBX_KEY_* */
+	uint32_t secret;  /* nonzero: the value never appears in logs, state or the ledger */
 	const char *help; /* one line */
 } sbx_config_key;
 
 /* Everything a create needs. All pointers are borrowed for the duration of the call. */
 typedef struct sbx_create_spec {
 	SBX_STRUCT_HEADER;
-	const char *image;       /* may be NULL: the backend's configured default */
-	const sbx_kv *labels;    /* host labels (sbx.owner, sbx.run, sbx.data_source, ...) */
+	const char *image;    /* may be NULL: the backend's configured default */
+	const sbx_kv *labels; /* host labels (sbx.owner, sbx.run, sbx.data_source, ...) */
 	uint32_t n_labels;
 	uint32_t reserved0;
-	const sbx_kv *env;       /* environment for every exec in the sandbox */
+	const sbx_kv *env; /* environment for every exec in the sandbox */
 	uint32_t n_env;
 	uint32_t reserved1;
 	int64_t ttl_seconds;     /* 0: none; backends with a lifetime enforce it */
@@ -149,8 +149,8 @@ typedef struct sbx_plugin_desc {
 
 	/* Optional: files. Paths are absolute inside the sandbox or relative to its work dir.
 	 * read_file returns a buffer from host->alloc that the host frees. */
-	int (*read_file)(void *state, const char *id, const char *path, void **data,
-			 size_t *len, sbx_error *err);
+	int (*read_file)(void *state, const char *id, const char *path, void **data, size_t *len,
+			 sbx_error *err);
 	int (*write_file)(void *state, const char *id, const char *path, const void *data,
 			  size_t len, uint32_t mode, sbx_error *err);
 	int (*stat_file)(void *state, const char *id, const char *path, sbx_file_info *info,

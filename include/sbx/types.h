@@ -17,18 +17,18 @@
 extern "C" {
 #endif
 
-#define SBX_STRUCT_HEADER                                                                  \
-	uint32_t struct_size;                                                              \
-	uint16_t abi_major;                                                                \
+#define SBX_STRUCT_HEADER     \
+	uint32_t struct_size; \
+	uint16_t abi_major;   \
 	uint16_t abi_minor
 
 /* Fills the header of a struct variable `s` for the ABI this code is compiled against. */
-#define SBX_INIT_HEADER(s)                                                                 \
-	((s).struct_size = (uint32_t)sizeof(s), (s).abi_major = SBX_ABI_MAJOR,                \
+#define SBX_INIT_HEADER(s)                                                     \
+	((s).struct_size = (uint32_t)sizeof(s), (s).abi_major = SBX_ABI_MAJOR, \
 	 (s).abi_minor = SBX_ABI_MINOR)
 
 /* True when the struct pointed to by `p` is large enough to hold `member`. */
-#define SBX_HAS(p, type, member)                                                           \
+#define SBX_HAS(p, type, member) \
 	((p)->struct_size >= offsetof(type, member) + sizeof(((type *)0)->member))
 
 /* Longest full sandbox id ("<alias>:<backend-id>") including the terminating NUL. */
@@ -53,17 +53,17 @@ typedef struct sbx_kv {
 #define SBX_STREAM_STDERR 2u
 
 /* Sandbox states reported by status (sbx_sandbox_state). */
-#define SBX_STATE_UNKNOWN 0u
+#define SBX_STATE_UNKNOWN  0u
 #define SBX_STATE_CREATING 1u
-#define SBX_STATE_RUNNING 2u
-#define SBX_STATE_PAUSED 3u
-#define SBX_STATE_GONE 4u
+#define SBX_STATE_RUNNING  2u
+#define SBX_STATE_PAUSED   3u
+#define SBX_STATE_GONE     4u
 
 /* Kinds of file entry. */
 #define SBX_FILE_REGULAR 1u
-#define SBX_FILE_DIR 2u
+#define SBX_FILE_DIR     2u
 #define SBX_FILE_SYMLINK 3u
-#define SBX_FILE_OTHER 4u
+#define SBX_FILE_OTHER   4u
 
 /* One entry of a stat or a directory listing. */
 typedef struct sbx_file_info {
@@ -71,7 +71,7 @@ typedef struct sbx_file_info {
 	uint32_t kind; /* SBX_FILE_* */
 	uint32_t mode; /* permission bits */
 	uint64_t size;
-	int64_t mtime; /* seconds since the epoch */
+	int64_t mtime;  /* seconds since the epoch */
 	char name[256]; /* entry name (list) or last path component (stat) */
 } sbx_file_info;
 

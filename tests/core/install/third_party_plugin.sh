@@ -1,0 +1,61 @@
+#!/bin/sh
+# usage: third_party_plugin.sh BUILD_DIR SOURCE_DIR WORK_DIR
+set -eu
+build=$1 src=$2 work=$3
+rm -rf "$work"
+mkdir -p "$work"
+prefix=$work/prefix
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+for f in include/sbx/plugin.h include/sbx/host.h bin/sbx share/sbx/plugin.map; do
+	[ -e "$prefix/$f" ] || fail "install did not put $f in the prefix"
+done
+
+# 1. Through the CMake package, from a copy of the plugin's folder (nothing of the tree).
+cp -r "$src/plugins/custom" "$work/custom-src"
+cmake -S "$work/custom-src" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/cmake-build" >/dev/null
+[ -f "$work/cmake-build/sbx-custom.so" ] || fail "CMake package build made no sbx-custom.so"
+
+# 2. Through pkg-config (the .pc file is relocated by redefining its prefix).
+make -s -C "$work/custom-src" PKG_CONFIG="pkg-config --define-variable=prefix=$prefix" \
+	PKG_CONFIG_PATH="$prefix/lib/pkgconfig" >/dev/null
+[ -f "$work/custom-src/sbx-custom.so" ] || fail "pkg-config build made no sbx-custom.so"
+
+# Only sbx_plugin_register may be exported.
+for so in "$work/cmake-build/sbx-custom.so" "$work/custom-src/sbx-custom.so"; do
+	exported=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}')
+	[ "$exported" = "sbx_plugin_register" ] || fail "$so exports: $exported"
+done
+
+cat >"$work/config.yaml" <<CFG
+data_source:
+  sandbox:
+    type: custom
+    root: $work/sandboxes
+CFG
+mkdir -p "$work/sandboxes"
+for so in "$work/cmake-build/sbx-custom.so" "$work/custom-src/sbx-custom.so"; do
+	reg=$work/registry-$(basename "$(dirname "$so")")
+	mkdir -p "$reg/registry.d"
+	printf 'local:\n  path: %s\n' "$prefix/lib/sbx/plugins/sbx-local.so" >"$reg/registry.yaml"
+	printf '# dropped in by a third party\ncustom:\n  path: %s\n' "$so" >"$reg/registry.d/custom.yaml"
+	export SBX_REGISTRY="$reg/registry.yaml"
+	id=$("$prefix/bin/sbx" create --config "$work/config.yaml")
+	case $id in custom:*) ;; *) fail "create printed '$id', expected custom:<id>" ;; esac
+	out=$("$prefix/bin/sbx" exec --config "$work/config.yaml" "$id" -c 'echo third-party; pwd')
+	[ "$out" = "third-party
+$work/sandboxes/${id#custom:}" ] || fail "exec printed '$out'"
+	set +e
+	"$prefix/bin/sbx" exec --config "$work/config.yaml" "$id" -- sh -c 'exit 7'
+	rc=$?
+	set -e
+	[ "$rc" = 7 ] || fail "exec exit status $rc, expected 7"
+	"$prefix/bin/sbx" rm --config "$work/config.yaml" "$id"
+	[ ! -e "$work/sandboxes/${id#custom:}" ] || fail "rm left the sandbox directory"
+done
+echo "third-party plugin: built both ways, selected by alias, create/exec/rm ok"
