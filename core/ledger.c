@@ -1,0 +1,303 @@
+/* SQLite-backed ledger of sandboxes (see ledger.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "ledger.h"
+
+#define LEDGER_SCHEMA_VERSION 1
+
+struct sbx__ledger {
+	sqlite3 *db;
+	pthread_mutex_t lock;
+};
+
+/* Each migration takes the schema from version i to i + 1. Append only. */
+static const char *const migrations[] = {
+    "CREATE TABLE sandboxes ("
+    " token TEXT PRIMARY KEY,"
+    " id TEXT NOT NULL DEFAULT '',"
+    " alias TEXT NOT NULL,"
+    " data_source TEXT NOT NULL DEFAULT '',"
+    " owner_host TEXT NOT NULL DEFAULT '',"
+    " owner_pid INTEGER NOT NULL DEFAULT 0,"
+    " owner_start INTEGER NOT NULL DEFAULT 0,"
+    " run_id TEXT NOT NULL DEFAULT '',"
+    " created INTEGER NOT NULL,"
+    " expires INTEGER NOT NULL DEFAULT 0,"
+    " state TEXT NOT NULL,"
+    " error TEXT NOT NULL DEFAULT '',"
+    " updated INTEGER NOT NULL);"
+    "CREATE INDEX sandboxes_id ON sandboxes(id);",
+};
+
+static int db_error(sbx__ledger *led, sbx_error *err, const char *what)
+{
+	return sbx__set_error(err, SBX_E_LEDGER, "ledger: %s: %s", what, sqlite3_errmsg(led->db));
+}
+
+static int exec_sql(sbx__ledger *led, const char *sql, sbx_error *err)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(led->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		sbx__set_error(err, SBX_E_LEDGER, "ledger: %s", msg ? msg : "statement failed");
+		sqlite3_free(msg);
+		return SBX_E_LEDGER;
+	}
+	return SBX_OK;
+}
+
+static int migrate(sbx__ledger *led, sbx_error *err)
+{
+	int rc = exec_sql(led, "BEGIN IMMEDIATE", err);
+	if (rc != SBX_OK)
+		return rc;
+	sqlite3_stmt *st = NULL;
+	int version = 0;
+	if (sqlite3_prepare_v2(led->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK) {
+		rc = db_error(led, err, "read schema version");
+		goto out;
+	}
+	if (sqlite3_step(st) == SQLITE_ROW)
+		version = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	st = NULL;
+	if (version > LEDGER_SCHEMA_VERSION) {
+		rc = sbx__set_error(err, SBX_E_LEDGER,
+				    "ledger: schema version %d is newer than this sbx (%d); use a "
+				    "newer sbx or another SBX_STATE_DIR",
+				    version, LEDGER_SCHEMA_VERSION);
+		goto out;
+	}
+	for (int v = version; v < LEDGER_SCHEMA_VERSION; v++) {
+		rc = exec_sql(led, migrations[v], err);
+		if (rc != SBX_OK)
+			goto out;
+	}
+	if (version < LEDGER_SCHEMA_VERSION) {
+		char sql[64];
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", LEDGER_SCHEMA_VERSION);
+		rc = exec_sql(led, sql, err);
+	}
+out:
+	if (rc == SBX_OK)
+		return exec_sql(led, "COMMIT", err);
+	exec_sql(led, "ROLLBACK", NULL);
+	return rc;
+}
+
+int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
+{
+	*out = NULL;
+	sbx__ledger *led = sbx__calloc(1, sizeof(*led));
+	if (!led)
+		return sbx__set_error(err, SBX_E_NOMEM, "ledger: out of memory");
+	pthread_mutex_init(&led->lock, NULL);
+	int rc;
+	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+	if (sqlite3_open_v2(path, &led->db, flags, NULL) != SQLITE_OK) {
+		rc = sbx__set_error(err, SBX_E_LEDGER, "ledger: cannot open %s: %s", path,
+				    led->db ? sqlite3_errmsg(led->db) : "out of memory");
+		goto fail;
+	}
+	/* Many harness processes write at once: wait for the lock rather than fail. */
+	sqlite3_busy_timeout(led->db, 30000);
+	rc = exec_sql(led, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", err);
+	if (rc != SBX_OK)
+		goto fail;
+	rc = migrate(led, err);
+	if (rc != SBX_OK)
+		goto fail;
+	*out = led;
+	return SBX_OK;
+fail:
+	sbx__error_prefix(err, "%s", path);
+	sbx__ledger_close(led);
+	return rc;
+}
+
+void sbx__ledger_close(sbx__ledger *led)
+{
+	if (!led)
+		return;
+	sqlite3_close(led->db);
+	pthread_mutex_destroy(&led->lock);
+	sbx__free(led);
+}
+
+/* Runs one statement with text/int parameters given as a format: 's' text, 'i' int64. */
+static int run(sbx__ledger *led, sbx_error *err, const char *what, const char *sql,
+	       const char *types, ...)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = SBX_OK;
+	pthread_mutex_lock(&led->lock);
+	if (sqlite3_prepare_v2(led->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		rc = db_error(led, err, what);
+		goto out;
+	}
+	va_list ap;
+	va_start(ap, types);
+	for (int i = 0; types[i]; i++) {
+		if (types[i] == 's')
+			sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1,
+					  SQLITE_TRANSIENT);
+		else
+			sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+	}
+	va_end(ap);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		rc = db_error(led, err, what);
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&led->lock);
+	return rc;
+}
+
+static int64_t now(void)
+{
+	return (int64_t)time(NULL);
+}
+
+int sbx__ledger_begin(sbx__ledger *led, const sbx__ledger_row *r, sbx_error *err)
+{
+	return run(led, err, "record create",
+		   "INSERT INTO sandboxes (token, id, alias, data_source, owner_host, owner_pid,"
+		   " owner_start, run_id, created, expires, state, updated)"
+		   " VALUES (?, '', ?, ?, ?, ?, ?, ?, ?, ?, 'creating', ?)",
+		   "ssssiisiii", r->token, r->alias, r->data_source, r->owner_host, r->owner_pid,
+		   r->owner_start, r->run_id, r->created, r->expires, now());
+}
+
+int sbx__ledger_confirm(sbx__ledger *led, const char *token, const char *id, sbx_error *err)
+{
+	return run(led, err, "confirm create",
+		   "UPDATE sandboxes SET id = ?, state = 'running', updated = ? WHERE token = ?",
+		   "sis", id, now(), token);
+}
+
+int sbx__ledger_fail(sbx__ledger *led, const char *token, const char *message, sbx_error *err)
+{
+	return run(led, err, "record failed create",
+		   "UPDATE sandboxes SET state = 'failed', error = ?, updated = ? WHERE token = ?",
+		   "sis", message, now(), token);
+}
+
+int sbx__ledger_set_state(sbx__ledger *led, const char *id, const char *state, sbx_error *err)
+{
+	return run(led, err, "update state",
+		   "UPDATE sandboxes SET state = ?, updated = ? WHERE id = ?", "sis", state, now(),
+		   id);
+}
+
+int sbx__ledger_set_expiry(sbx__ledger *led, const char *id, int64_t expires, sbx_error *err)
+{
+	return run(led, err, "update expiry",
+		   "UPDATE sandboxes SET expires = ?, updated = ? WHERE id = ?", "iis", expires,
+		   now(), id);
+}
+
+int sbx__ledger_prune(sbx__ledger *led, int64_t before, sbx_error *err)
+{
+	return run(led, err, "prune",
+		   "DELETE FROM sandboxes WHERE state IN ('gone', 'failed') AND updated < ?", "i",
+		   before);
+}
+
+static void copy_col(char *dst, size_t cap, sqlite3_stmt *st, int col)
+{
+	const unsigned char *s = sqlite3_column_text(st, col);
+	snprintf(dst, cap, "%s", s ? (const char *)s : "");
+}
+
+int sbx__ledger_each(sbx__ledger *led, sbx__ledger_row_fn fn, void *ctx, sbx_error *err)
+{
+	/* Rows are read into memory first so fn may write to the ledger itself. */
+	sbx__ledger_row *rows = NULL;
+	size_t n = 0, cap = 0;
+	sqlite3_stmt *st = NULL;
+	int rc = SBX_OK;
+	pthread_mutex_lock(&led->lock);
+	if (sqlite3_prepare_v2(led->db,
+			       "SELECT token, id, alias, data_source, owner_host, owner_pid,"
+			       " owner_start, run_id, created, expires, state, error"
+			       " FROM sandboxes ORDER BY created, rowid",
+			       -1, &st, NULL) != SQLITE_OK) {
+		rc = db_error(led, err, "list");
+		pthread_mutex_unlock(&led->lock);
+		goto out;
+	}
+	int step;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			sbx__ledger_row *nr = sbx__realloc(rows, ncap * sizeof(*rows));
+			if (!nr) {
+				rc = sbx__set_error(err, SBX_E_NOMEM, "ledger: out of memory");
+				break;
+			}
+			rows = nr;
+			cap = ncap;
+		}
+		sbx__ledger_row *r = &rows[n++];
+		memset(r, 0, sizeof(*r));
+		copy_col(r->token, sizeof(r->token), st, 0);
+		copy_col(r->id, sizeof(r->id), st, 1);
+		copy_col(r->alias, sizeof(r->alias), st, 2);
+		copy_col(r->data_source, sizeof(r->data_source), st, 3);
+		copy_col(r->owner_host, sizeof(r->owner_host), st, 4);
+		r->owner_pid = sqlite3_column_int64(st, 5);
+		r->owner_start = sqlite3_column_int64(st, 6);
+		copy_col(r->run_id, sizeof(r->run_id), st, 7);
+		r->created = sqlite3_column_int64(st, 8);
+		r->expires = sqlite3_column_int64(st, 9);
+		copy_col(r->state, sizeof(r->state), st, 10);
+		copy_col(r->error, sizeof(r->error), st, 11);
+	}
+	if (rc == SBX_OK && step != SQLITE_DONE)
+		rc = db_error(led, err, "list");
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&led->lock);
+	for (size_t i = 0; rc == SBX_OK && i < n; i++)
+		rc = fn(ctx, &rows[i]);
+out:
+	sbx__free(rows);
+	return rc;
+}
+
+int64_t sbx__process_start_time(int64_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The command name may hold spaces and parentheses: fields start after the last ')'. */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	p++;
+	/* After ')' come fields 3..; the start time is field 22. */
+	for (int field = 3; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return 0;
+	return strtoll(p + 1, NULL, 10);
+}
+
+int sbx__ledger_owner_alive(const sbx__ledger_row *row, const char *this_host)
+{
+	if (row->owner_pid <= 0 || strcmp(row->owner_host, this_host) != 0)
+		return 1;
+	int64_t start = sbx__process_start_time(row->owner_pid);
+	return start != 0 && start == row->owner_start;
+}

@@ -1,0 +1,64 @@
+/* The ledger: an SQLite database (WAL) recording every sandbox before its create is sent and
+ * again when the create is confirmed or fails, so nothing is lost when the harness dies.
+ * Rows never hold secrets: only ids, owners, labels the host set and timestamps. */
+#ifndef SBX_LEDGER_H
+#define SBX_LEDGER_H
+
+#include <stdint.h>
+
+#include "internal.h"
+
+typedef struct sbx__ledger sbx__ledger;
+
+/* Row states. */
+#define SBX__LEDGER_CREATING "creating"
+#define SBX__LEDGER_RUNNING  "running"
+#define SBX__LEDGER_PAUSED   "paused"
+#define SBX__LEDGER_DELETING "deleting"
+#define SBX__LEDGER_GONE     "gone"
+#define SBX__LEDGER_FAILED   "failed"
+
+typedef struct sbx__ledger_row {
+	char token[40];      /* host-made key, also set as label sbx.token on the sandbox */
+	char id[SBX_ID_MAX]; /* "<alias>:<backend-id>", empty while creating */
+	char alias[64];
+	char data_source[128];
+	char owner_host[128];
+	int64_t owner_pid;   /* 0 when detached */
+	int64_t owner_start; /* process start time (clock ticks since boot), for pid reuse */
+	char run_id[128];
+	int64_t created; /* unix seconds */
+	int64_t expires; /* unix seconds, 0 = no TTL */
+	char state[16];
+	char error[256]; /* why a create failed */
+} sbx__ledger_row;
+
+/* Opens (creating and migrating as needed) the ledger at `path`. Safe for many processes and
+ * threads at once: WAL, a busy timeout, and one connection per handle guarded by a mutex. */
+int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err);
+void sbx__ledger_close(sbx__ledger *led);
+
+/* Records a sandbox about to be created (state creating), keyed by row->token. */
+int sbx__ledger_begin(sbx__ledger *led, const sbx__ledger_row *row, sbx_error *err);
+/* The create succeeded: sets the id and state running. */
+int sbx__ledger_confirm(sbx__ledger *led, const char *token, const char *id, sbx_error *err);
+/* The create failed: state failed with the message. */
+int sbx__ledger_fail(sbx__ledger *led, const char *token, const char *message, sbx_error *err);
+/* Sets the state of the row with this sandbox id. A missing row is not an error. */
+int sbx__ledger_set_state(sbx__ledger *led, const char *id, const char *state, sbx_error *err);
+/* Sets the expiry of the row with this sandbox id. */
+int sbx__ledger_set_expiry(sbx__ledger *led, const char *id, int64_t expires, sbx_error *err);
+/* Removes rows in state gone or failed older than `before` (unix seconds). */
+int sbx__ledger_prune(sbx__ledger *led, int64_t before, sbx_error *err);
+
+/* Calls fn for every row, oldest first; fn returning nonzero stops the walk (and is returned). */
+typedef int (*sbx__ledger_row_fn)(void *ctx, const sbx__ledger_row *row);
+int sbx__ledger_each(sbx__ledger *led, sbx__ledger_row_fn fn, void *ctx, sbx_error *err);
+
+/* Start time of a process (field 22 of /proc/PID/stat), 0 if it does not exist. */
+int64_t sbx__process_start_time(int64_t pid);
+/* True when the row's owner process is alive (same pid and start time on this host). A
+ * detached row, or a row owned by another host, counts as alive: only TTL governs it. */
+int sbx__ledger_owner_alive(const sbx__ledger_row *row, const char *this_host);
+
+#endif
