@@ -18,7 +18,6 @@
  * so a routed pointer stays valid without reference counts. */
 #include <errno.h>
 #include <ftw.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -820,7 +819,7 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	if ((opts->shell == NULL) == (opts->argv == NULL) || (opts->argv && !opts->argv[0]))
 		return sbx__set_error(err, SBX_E_INVAL,
 				      "exec: give exactly one of shell and a non-empty argv");
-	if (isnan(opts->timeout) || opts->timeout > 1e9)
+	if (opts->timeout != opts->timeout || opts->timeout > 1e9)
 		return sbx__set_error(err, SBX_E_INVAL,
 				      "exec: timeout %g is not a number of seconds up to 1e9",
 				      opts->timeout);
@@ -872,7 +871,13 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	req.n_env = opts->n_env;
 	req.stdin_data = opts->has_stdin ? opts->stdin_data : NULL;
 	req.stdin_len = opts->has_stdin ? opts->stdin_len : 0;
-	req.timeout_ms = timeout > 0 ? (uint64_t)ceil(timeout * 1000.0) : 0;
+	if (timeout > 0) {
+		/* Rounded up, so a fraction of a millisecond still bounds the call. */
+		double ms = timeout * 1000.0;
+		req.timeout_ms = (uint64_t)ms;
+		if ((double)req.timeout_ms < ms)
+			req.timeout_ms++;
+	}
 	req.user = opts->user;
 	req.output = sbx__spool_write;
 	req.output_ctx = sp;
