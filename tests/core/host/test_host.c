@@ -439,6 +439,7 @@ Test(host, files_route_and_unsupported_ops_say_so)
 	cr_assert_eq(sbx_list_dir(h, id, ".", &ents, &n, &err), SBX_E_UNSUPPORTED);
 	cr_assert_eq(sbx_mkdir(h, id, "d", 1, &err), SBX_E_UNSUPPORTED);
 	cr_assert_eq(sbx_remove(h, id, "d", 1, &err), SBX_E_UNSUPPORTED);
+	cr_assert_eq(sbx_destroy(h, id, &err), SBX_OK);
 	sbx_host_free(h);
 }
 
