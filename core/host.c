@@ -25,7 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gc.h"
 #include "internal.h"
+#include "ledger.h"
 
 #define ALIAS_MAX 128
 
@@ -60,6 +62,10 @@ struct sbx_host {
 	char *state_dir;
 	char *run_id;
 	char owner[320];
+	char hostname[128];
+	int64_t self_start;  /* start time of this process, for the ledger's owner check */
+	sbx__ledger *ledger; /* opened on first use */
+	char *ledger_error;  /* why it could not be opened */
 	plugin_slot *slots;
 	size_t n_slots;
 	sbx__module **mods;
@@ -202,6 +208,8 @@ int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err)
 		snprintf(hostname, sizeof(hostname), "unknown");
 	hostname[sizeof(hostname) - 1] = '\0';
 	snprintf(h->owner, sizeof(h->owner), "%s:%ld", hostname, (long)getpid());
+	snprintf(h->hostname, sizeof(h->hostname), "%.127s", hostname);
+	h->self_start = sbx__process_start_time(getpid());
 	if (opts && opts->run_id)
 		h->run_id = sbx__strdup(opts->run_id);
 	else
@@ -266,6 +274,7 @@ void sbx_host_free(sbx_host *host)
 	for (size_t i = 0; i < host->n_ids; i++)
 		sbx__free(host->ids[i].id);
 	sbx__free(host->ids);
+	sbx__ledger_close(host->ledger);
 	sbx__config_free(host->cfg);
 	sbx__registry_free(host->reg);
 	sbx__free(host->state_dir);
@@ -561,6 +570,83 @@ static int unsupported(const route *r, const char *op, sbx_error *err)
 			      r->alias, op);
 }
 
+/* ---- ledger */
+
+int sbx__host_ledger(sbx_host *h, sbx__ledger **out, sbx_error *err)
+{
+	int rc = SBX_OK;
+	pthread_mutex_lock(&h->lock);
+	if (!h->ledger) {
+		char *path = sbx__asprintf("%s/ledger.db", h->state_dir);
+		if (!path)
+			rc = nomem(err, "ledger");
+		else
+			rc = sbx__ledger_open(path, &h->ledger, err);
+		sbx__free(path);
+	}
+	*out = h->ledger;
+	pthread_mutex_unlock(&h->lock);
+	return rc;
+}
+
+const char *sbx__host_name(const sbx_host *h)
+{
+	return h->hostname;
+}
+
+/* A token nobody else will make: time, pid, a counter and bytes from /dev/urandom. */
+static void make_token(sbx_host *h, char token[40])
+{
+	unsigned char rnd[8] = {0};
+	FILE *f = fopen("/dev/urandom", "rb");
+	if (f) {
+		if (fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd))
+			memset(rnd, 0, sizeof(rnd));
+		fclose(f);
+	}
+	pthread_mutex_lock(&h->lock);
+	uint64_t n = ++h->seq;
+	pthread_mutex_unlock(&h->lock);
+	uint64_t r = 0;
+	for (int i = 0; i < 8; i++)
+		r = (r << 8) | rnd[i];
+	snprintf(token, 40, "%08llx%06llx%016llx", (unsigned long long)time(NULL) & 0xffffffffull,
+		 (unsigned long long)((uint64_t)getpid() ^ (n << 20)) & 0xffffffull,
+		 (unsigned long long)r);
+}
+
+static void ledger_state(sbx_host *h, const char *id, const char *state)
+{
+	/* Best effort after the fact: the backend's state is the truth, and gc re-checks it. */
+	sbx_error lerr = {0};
+	sbx__ledger *led = NULL;
+	if (sbx__host_ledger(h, &led, &lerr) == SBX_OK &&
+	    sbx__ledger_set_state(led, id, state, &lerr) == SBX_OK)
+		return;
+	sbx__log(SBX_LOG_WARN, "ledger", "%s: cannot record state %s: %s", id, state, lerr.message);
+}
+
+int sbx__host_list_by_label(sbx_host *h, const char *alias, const char *key, const char *value,
+			    sbx_id_fn fn, void *ctx, sbx_error *err)
+{
+	route r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.alias, sizeof(r.alias), "%s", alias);
+	pthread_mutex_lock(&h->lock);
+	r.slot = find_slot(h, alias, err);
+	int rc = r.slot ? state_locked(h, r.slot, NULL, &r.ps, err) : SBX_E_UNKNOWN_ALIAS;
+	pthread_mutex_unlock(&h->lock);
+	if (rc != SBX_OK)
+		return rc;
+	if (!r.slot->desc->list_by_label)
+		return unsupported(&r, "list_by_label", err);
+	sbx_error perr = {0};
+	call_begin(&r);
+	rc = r.slot->desc->list_by_label(r.ps->state, key, value, fn, ctx, &perr);
+	call_end(&r);
+	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, alias, "list_by_label");
+}
+
 /* ---- create / destroy */
 
 static int remember_id(sbx_host *h, const char *id, plugin_state *ps)
@@ -625,7 +711,14 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 		return rc;
 
 	size_t n_extra = opts ? opts->n_labels : 0;
-	sbx_kv *labels = sbx__calloc(4 + n_extra, sizeof(*labels));
+	sbx__ledger *led = NULL;
+	rc = sbx__host_ledger(host, &led, err);
+	if (rc != SBX_OK)
+		return rc;
+	sbx__ledger_row row;
+	memset(&row, 0, sizeof(row));
+	make_token(host, row.token);
+	sbx_kv *labels = sbx__calloc(5 + n_extra, sizeof(*labels));
 	if (!labels)
 		return nomem(err, "create");
 	int64_t ttl = opts && opts->ttl_seconds > 0 ? opts->ttl_seconds : ds->policy.ttl;
@@ -634,8 +727,10 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 	labels[nl++] = (sbx_kv){"sbx.owner", host->owner};
 	labels[nl++] = (sbx_kv){"sbx.run", host->run_id};
 	labels[nl++] = (sbx_kv){"sbx.data_source", ds->name};
+	labels[nl++] = (sbx_kv){"sbx.token", row.token};
+	int64_t now = (int64_t)time(NULL);
 	if (ttl > 0) {
-		snprintf(expires, sizeof(expires), "%lld", (long long)time(NULL) + (long long)ttl);
+		snprintf(expires, sizeof(expires), "%lld", (long long)(now + ttl));
 		labels[nl++] = (sbx_kv){"sbx.expires", expires};
 	}
 	for (size_t i = 0; i < n_extra; i++)
@@ -652,6 +747,28 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 	spec.ttl_seconds = ttl > 0 ? ttl : 0;
 	spec.data_source = ds->name;
 
+	/* Recorded before the create is sent, so a crash mid-call leaves a row to reap by the
+	 * sbx.token label. */
+	snprintf(row.alias, sizeof(row.alias), "%s", ds->alias);
+	snprintf(row.data_source, sizeof(row.data_source), "%s", ds->name);
+	memcpy(row.owner_host, host->hostname, sizeof(row.owner_host));
+	if (opts && opts->detached) {
+		row.owner_pid = opts->owner_pid > 0 ? opts->owner_pid : 0;
+		row.owner_start = row.owner_pid ? sbx__process_start_time(row.owner_pid) : 0;
+	} else {
+		row.owner_pid = (int64_t)getpid();
+		row.owner_start = host->self_start;
+	}
+	snprintf(row.run_id, sizeof(row.run_id), "%s", host->run_id);
+	row.created = now;
+	row.expires = ttl > 0 ? now + ttl : 0;
+	snprintf(row.state, sizeof(row.state), "%s", SBX__LEDGER_CREATING);
+	rc = sbx__ledger_begin(led, &row, err);
+	if (rc != SBX_OK) {
+		sbx__free(labels);
+		return rc;
+	}
+
 	size_t prefix = strlen(ds->alias) + 1;
 	char *backend = id + prefix;
 	size_t cap = SBX_ID_MAX - prefix;
@@ -663,7 +780,11 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 	sbx__free(labels);
 	if (rc != SBX_OK) {
 		id[0] = '\0';
-		return plugin_error(err, &perr, rc, ds->alias, "create");
+		plugin_error(err, &perr, rc, ds->alias, "create");
+		sbx_error lerr = {0};
+		sbx__ledger_fail(led, row.token, err ? err->message : sbx_status_message(rc),
+				 &lerr);
+		return rc;
 	}
 	if (memchr(backend, '\0', cap) == NULL || backend[0] == '\0') {
 		id[0] = '\0';
@@ -688,8 +809,14 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 				    "characters (destroyed it)",
 				    ds->alias);
 		id[0] = '\0';
+		sbx_error lerr = {0};
+		sbx__ledger_fail(led, row.token, "plugin returned a malformed sandbox id", &lerr);
 		return rc;
 	}
+	sbx_error cerr = {0};
+	if (sbx__ledger_confirm(led, row.token, id, &cerr) != SBX_OK)
+		sbx__log(SBX_LOG_WARN, "ledger", "%s: cannot confirm the create: %s", id,
+			 cerr.message);
 	if (remember_id(host, id, r.ps) != SBX_OK) {
 		/* Without the note the sandbox is still reachable through the alias. */
 		sbx__log(SBX_LOG_DEBUG, "host", "could not remember the data source of %s", id);
@@ -721,12 +848,14 @@ int sbx_destroy(sbx_host *host, const char *id, sbx_error *err)
 	int rc = route_id(host, id, &r, err);
 	if (rc != SBX_OK)
 		return rc;
+	ledger_state(host, id, SBX__LEDGER_DELETING);
 	sbx_error perr = {0};
 	call_begin(&r);
 	rc = r.slot->desc->destroy(r.ps->state, r.backend, &perr);
 	call_end(&r);
 	if (rc != SBX_OK)
 		return plugin_error(err, &perr, rc, r.alias, "destroy");
+	ledger_state(host, id, SBX__LEDGER_GONE);
 	forget_id(host, id);
 	char *calls = calls_dir_of(host, id);
 	if (!calls)
@@ -778,7 +907,7 @@ static double now_seconds(void)
 
 /* Resumes a paused sandbox when the policy allows it, else SBX_E_PAUSED. Backends that cannot
  * pause are not asked. */
-static int check_paused(const route *r, const char *id, sbx_error *err)
+static int check_paused(sbx_host *h, const route *r, const char *id, sbx_error *err)
 {
 	const sbx_plugin_desc *d = r->slot->desc;
 	if (!d->pause || !d->status)
@@ -802,6 +931,7 @@ static int check_paused(const route *r, const char *id, sbx_error *err)
 	call_end(r);
 	if (rc != SBX_OK)
 		return plugin_error(err, &perr, rc, r->alias, "resume");
+	ledger_state(h, id, SBX__LEDGER_RUNNING);
 	return SBX_OK;
 }
 
@@ -827,7 +957,7 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	int rc = route_id(host, id, &r, err);
 	if (rc != SBX_OK)
 		return rc;
-	rc = check_paused(&r, id, err);
+	rc = check_paused(host, &r, id, err);
 	if (rc != SBX_OK)
 		return rc;
 
@@ -1089,12 +1219,18 @@ static int simple_op(sbx_host *host, const char *id, size_t offset, const char *
 
 int sbx_pause(sbx_host *host, const char *id, sbx_error *err)
 {
-	return simple_op(host, id, offsetof(sbx_plugin_desc, pause), "pause", err);
+	int rc = simple_op(host, id, offsetof(sbx_plugin_desc, pause), "pause", err);
+	if (rc == SBX_OK)
+		ledger_state(host, id, SBX__LEDGER_PAUSED);
+	return rc;
 }
 
 int sbx_resume(sbx_host *host, const char *id, sbx_error *err)
 {
-	return simple_op(host, id, offsetof(sbx_plugin_desc, resume), "resume", err);
+	int rc = simple_op(host, id, offsetof(sbx_plugin_desc, resume), "resume", err);
+	if (rc == SBX_OK)
+		ledger_state(host, id, SBX__LEDGER_RUNNING);
+	return rc;
 }
 
 int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -269,10 +270,13 @@ Test(host, labels_carry_owner_run_data_source_and_expiry)
 	char host_name[256];
 	gethostname(host_name, sizeof(host_name));
 	char want[1024];
-	snprintf(want, sizeof(want),
-		 "sbx.owner=%s:%d\nsbx.run=run-42\nsbx.data_source=default\nteam=rl\n", host_name,
-		 (int)getpid());
-	cr_assert_str_eq(r->stdout_text, want);
+	snprintf(want, sizeof(want), "sbx.owner=%s:%d\nsbx.run=run-42\nsbx.data_source=default\n",
+		 host_name, (int)getpid());
+	cr_assert(strncmp(r->stdout_text, want, strlen(want)) == 0, "%s", r->stdout_text);
+	const char *tok = r->stdout_text + strlen(want);
+	cr_assert(strncmp(tok, "sbx.token=", 10) == 0, "%s", tok);
+	cr_assert_eq(strspn(tok + 10, "0123456789abcdef"), 30, "%s", tok);
+	cr_assert_str_eq(tok + 40, "\nteam=rl\n");
 	sbx_exec_result_free(r);
 
 	create(h, "ttl", id);
@@ -540,5 +544,105 @@ Test(host, null_and_bad_arguments)
 	h = new_host(config_text);
 	cr_assert_eq(sbx_plugin_load(h, "nope", &err), SBX_E_UNKNOWN_ALIAS);
 	cr_assert_eq(sbx_exec(h, "hfix:h-1", NULL, NULL, &err), SBX_E_INVAL);
+	sbx_host_free(h);
+}
+
+typedef struct seen {
+	int n;
+	char id[SBX_ID_MAX];
+	char state[16];
+	char reason[128];
+	int status;
+	int64_t owner_pid;
+	uint32_t alive;
+} seen;
+
+static int find_row(void *ctx, const sbx_sandbox_record *rec)
+{
+	seen *s = ctx;
+	if (strcmp(rec->id, s->id) == 0) {
+		s->n++;
+		snprintf(s->state, sizeof(s->state), "%s", rec->state);
+		s->owner_pid = rec->owner_pid;
+		s->alive = rec->owner_alive;
+	}
+	return 0;
+}
+
+static void on_gc(void *ctx, const char *id, const char *reason, int status)
+{
+	seen *s = ctx;
+	if (strcmp(id, s->id) == 0) {
+		s->n++;
+		snprintf(s->reason, sizeof(s->reason), "%s", reason);
+		s->status = status;
+	}
+}
+
+Test(host, ledger_records_create_and_destroy)
+{
+	sbx_host *h = new_host(config_text);
+	seen s;
+	memset(&s, 0, sizeof(s));
+	create(h, NULL, s.id);
+	sbx_error err = {0};
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.state, "running");
+	cr_assert_eq(s.owner_pid, getpid());
+	cr_assert_eq(s.alive, 1);
+	cr_assert_eq(sbx_pause(h, s.id, &err), SBX_OK);
+	s.n = 0;
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK);
+	cr_assert_str_eq(s.state, "paused");
+	cr_assert_eq(sbx_destroy(h, s.id, &err), SBX_OK);
+	s.n = 0;
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.state, "gone");
+	/* gc leaves a live owner's sandbox alone. */
+	seen live;
+	memset(&live, 0, sizeof(live));
+	create(h, NULL, live.id);
+	cr_assert_eq(sbx_gc(h, 0, on_gc, &live, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(live.n, 0);
+	sbx_host_free(h);
+}
+
+Test(host, gc_reaps_a_sandbox_whose_owner_died)
+{
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	cr_assert_gt(child, 0);
+	cr_assert_eq(waitpid(child, NULL, 0), child);
+	sbx_host *h = new_host(config_text);
+	seen s;
+	memset(&s, 0, sizeof(s));
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	co.detached = 1;
+	co.owner_pid = child;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_create(h, &co, s.id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_gc(h, SBX_GC_DRY_RUN, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	char want[64];
+	snprintf(want, sizeof(want), "owner pid %d is dead", (int)child);
+	cr_assert_str_eq(s.reason, want);
+	s.n = 0;
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK);
+	cr_assert_str_eq(s.state, "running", "dry run changes nothing");
+	s.n = 0;
+	cr_assert_eq(sbx_gc(h, 0, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(s.status, SBX_OK);
+	s.n = 0;
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK);
+	cr_assert_str_eq(s.state, "gone");
+	uint32_t st;
+	cr_assert_eq(sbx_status(h, s.id, &st, &err), SBX_OK);
+	cr_assert_eq(st, SBX_STATE_GONE);
 	sbx_host_free(h);
 }
