@@ -700,6 +700,12 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 				      "create: data source '%s' has no sandbox (type: none); "
 				      "set sandbox.type to a backend alias",
 				      ds->name);
+	if (strlen(ds->alias) >= ALIAS_MAX)
+		return sbx__set_error(
+		    err, SBX_E_CONFIG,
+		    "create: data source '%s': alias '%.40s...' is longer than %d "
+		    "bytes",
+		    ds->name, ds->alias, ALIAS_MAX - 1);
 	route r;
 	memset(&r, 0, sizeof(r));
 	snprintf(r.alias, sizeof(r.alias), "%s", ds->alias);
