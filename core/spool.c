@@ -94,6 +94,11 @@ static int write_all(int fd, const void *data, size_t len)
 
 static int mkdir_parents(char *path)
 {
+	/* The parent (the sandbox's calls folder) usually exists: one syscall in the common case. */
+	if (mkdir(path, 0700) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return errno;
 	for (char *p = path + 1; *p; p++) {
 		if (*p != '/')
 			continue;
@@ -210,7 +215,7 @@ static void feed(struct sbx__spool *sp, spool_stream *st, const unsigned char *p
 	/* A first counting pass tells which characters can reach the ring at all, so a huge chunk
 	 * costs one cheap scan plus at most tail_chars ring writes. */
 	uint64_t total = 0;
-	if (n > 4 * (uint64_t)sp->tail_chars) {
+	if (sp->tail_chars && n > 4 * (uint64_t)sp->tail_chars) {
 		utf8_dec probe = st->dec;
 		decode(&probe, NULL, sp, &total, p, n);
 	}
@@ -265,7 +270,8 @@ int sbx__spool_new(const char *call_dir, const char *command, const sbx__policy 
 		spool_stream *st = &sp->st[i];
 		st->path = sbx__asprintf("%s/%s", call_dir, names[i]);
 		st->head = sbx__alloc(sp->head_max * 4);
-		st->tail = sbx__calloc(sp->tail_chars ? sp->tail_chars : 1, sizeof(tail_unit));
+		/* Not zeroed: only the tail_n slots written are ever read. */
+		st->tail = sbx__alloc((sp->tail_chars ? sp->tail_chars : 1) * sizeof(tail_unit));
 		if (!st->path || !st->head || !st->tail) {
 			rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
 			goto out;
