@@ -646,3 +646,43 @@ Test(host, gc_reaps_a_sandbox_whose_owner_died)
 	cr_assert_eq(st, SBX_STATE_GONE);
 	sbx_host_free(h);
 }
+
+static void expect_state_dir(const char *want_prefix)
+{
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.registry_path = HFIX_REGISTRY;
+	o.config_text = config_text;
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_OK, "%s", err.message);
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	sbx_exec_result *r = run(h, id, "x", -1);
+	char want[700];
+	snprintf(want, sizeof(want), "%s/calls/hfix%%3Ah-", want_prefix);
+	cr_assert(strncmp(r->output_dir, want, strlen(want)) == 0, "%s", r->output_dir);
+	sbx_exec_result_free(r);
+	cr_assert_eq(sbx_destroy(h, id, &err), SBX_OK);
+	sbx_host_free(h);
+}
+
+Test(host, state_dir_comes_from_env_then_xdg_then_home)
+{
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/env-%d", HOST_TMP, (int)getpid());
+	setenv("SBX_STATE_DIR", dir, 1);
+	expect_state_dir(dir);
+	unsetenv("SBX_STATE_DIR");
+	snprintf(dir, sizeof(dir), "%s/xdg-%d", HOST_TMP, (int)getpid());
+	setenv("XDG_STATE_HOME", dir, 1);
+	char want[700];
+	snprintf(want, sizeof(want), "%s/sbx", dir);
+	expect_state_dir(want);
+	unsetenv("XDG_STATE_HOME");
+	snprintf(dir, sizeof(dir), "%s/home-%d", HOST_TMP, (int)getpid());
+	setenv("HOME", dir, 1);
+	snprintf(want, sizeof(want), "%s/.local/state/sbx", dir);
+	expect_state_dir(want);
+}
