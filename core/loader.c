@@ -328,10 +328,13 @@ static void find_library_dir(void)
 {
 	Dl_info info;
 	char real[PATH_MAX];
-	if (dladdr(&library_anchor, &info) == 0 || info.dli_fname == NULL ||
-	    info.dli_fname[0] == '\0')
+	if (dladdr(&library_anchor, &info) == 0)
 		return;
-	if (realpath(info.dli_fname, real) == NULL)
+	/* A name without a slash is the main program as argv[0] called it: libsbx was linked
+	 * in statically. */
+	const char *name =
+	    info.dli_fname && strchr(info.dli_fname, '/') ? info.dli_fname : "/proc/self/exe";
+	if (realpath(name, real) == NULL)
 		return;
 	char *slash = strrchr(real, '/');
 	if (slash == NULL)
