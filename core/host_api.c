@@ -96,7 +96,7 @@ static int wrong_type(const sbx__node *v, const char *key, const char *wanted, c
 static int api_config_string(const sbx_config *cfg, const char *key, const char **out,
 			     sbx_error *err)
 {
-	const sbx__node *v;
+	const sbx__node *v = NULL;
 	int rc = lookup(cfg, key, &v, NULL, err);
 	if (rc != SBX_OK)
 		return rc;
@@ -118,8 +118,8 @@ static int typed_scalar(const sbx__node *v, const char *key, const char *wanted,
 
 static int api_config_int(const sbx_config *cfg, const char *key, int64_t *out, sbx_error *err)
 {
-	const sbx__node *v;
-	const char *s;
+	const sbx__node *v = NULL;
+	const char *s = "";
 	int rc = lookup(cfg, key, &v, NULL, err);
 	if (rc == SBX_OK)
 		rc = typed_scalar(v, key, "an integer", &s, err);
@@ -141,8 +141,8 @@ static int api_config_int(const sbx_config *cfg, const char *key, int64_t *out, 
 
 static int api_config_float(const sbx_config *cfg, const char *key, double *out, sbx_error *err)
 {
-	const sbx__node *v;
-	const char *s;
+	const sbx__node *v = NULL;
+	const char *s = "";
 	int rc = lookup(cfg, key, &v, NULL, err);
 	if (rc == SBX_OK)
 		rc = typed_scalar(v, key, "a number", &s, err);
@@ -163,8 +163,8 @@ static int api_config_bool(const sbx_config *cfg, const char *key, int *out, sbx
 {
 	static const char *const yes[] = {"true", "yes", "on", "1"};
 	static const char *const no[] = {"false", "no", "off", "0"};
-	const sbx__node *v;
-	const char *s;
+	const sbx__node *v = NULL;
+	const char *s = "";
 	int rc = lookup(cfg, key, &v, NULL, err);
 	if (rc == SBX_OK)
 		rc = typed_scalar(v, key, "a boolean (true/false, yes/no, on/off, 1/0)", &s, err);
@@ -186,7 +186,7 @@ static int api_config_bool(const sbx_config *cfg, const char *key, int *out, sbx
 
 static int api_config_json(const sbx_config *cfg, const char *key, const char **out, sbx_error *err)
 {
-	const sbx__node *v;
+	const sbx__node *v = NULL;
 	size_t i = 0;
 	int rc = lookup(cfg, key, &v, &i, err);
 	if (rc != SBX_OK)
