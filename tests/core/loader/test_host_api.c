@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "internal.h"
+#include "leaks.h"
 #include "loader.h"
 
 static const sbx_host_api *api;
@@ -29,7 +30,7 @@ static void setup(void)
 	api = sbx__host_api();
 }
 
-TestSuite(host_api, .init = setup);
+TestSuite(host_api, .init = setup, .fini = sbx_test_check_leaks);
 
 Test(host_api, table_header_and_services)
 {

@@ -2,10 +2,15 @@
  * leaves nothing loaded; working plugins load with host-owned descriptor copies. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "loader.h"
+
+#include "leaks.h"
+
+TestSuite(loader, .fini = sbx_test_check_leaks);
 
 #define FX(name) FIXTURE_DIR "/sbx-fixture-" name ".so"
 
@@ -230,4 +235,36 @@ Test(loader, library_dir_is_an_absolute_folder)
 	cr_assert_not_null(dir);
 	cr_assert_eq(dir[0], '/');
 	cr_assert_str_eq(dir, TEST_BIN_DIR);
+}
+
+static int alloc_count, fail_at;
+
+static void *failing_alloc(size_t size)
+{
+	return ++alloc_count == fail_at ? NULL : malloc(size);
+}
+
+static void *failing_realloc(void *ptr, size_t size)
+{
+	return ++alloc_count == fail_at ? NULL : realloc(ptr, size);
+}
+
+Test(loader, every_allocation_failure_is_nomem_without_leaks)
+{
+	const char *expected[] = {"ok2a", "ok2b"};
+	sbx_error err;
+	for (fail_at = 1;; fail_at++) {
+		sbx__module *mod = NULL;
+		alloc_count = 0;
+		sbx_set_allocator(failing_alloc, failing_realloc, free);
+		int rc = sbx__module_load(FX("ok2"), expected, 2, &mod, &err);
+		sbx_set_allocator(NULL, NULL, NULL);
+		if (rc == SBX_OK) {
+			cr_assert_gt(fail_at, 3, "the load allocates at least three times");
+			sbx__module_unload(mod);
+			break;
+		}
+		cr_assert_eq(rc, SBX_E_NOMEM, "allocation %d: %s", fail_at, err.message);
+		cr_assert_null(mod);
+	}
 }

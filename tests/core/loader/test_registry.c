@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "leaks.h"
 
 static char dir[512];
 
@@ -48,7 +49,7 @@ static void expect_error(const char *path, const char *message)
 	cr_assert_null(reg);
 }
 
-TestSuite(registry, .init = make_dir);
+TestSuite(registry, .init = make_dir, .fini = sbx_test_check_leaks);
 
 Test(registry, entries_are_sorted_with_resolved_paths_and_defaults)
 {
