@@ -154,6 +154,9 @@ static int resolve_state_dir(const sbx_host_options *opts, char **out, sbx_error
 	if (!dir)
 		return nomem(err, "host");
 	int e = mkdir_parents(dir);
+	struct stat st;
+	if (!e && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+		e = ENOTDIR;
 	if (e) {
 		sbx__set_error(err, SBX_E_IO, "host: cannot create state directory %s: %s", dir,
 			       strerror(e));
