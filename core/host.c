@@ -12,6 +12,10 @@
  * defaults alone. That state's data source supplies the policy (timeout, truncation,
  * auto_resume).
  *
+ * Every create is recorded in the ledger ($state_dir/ledger.db) before it is sent, with the
+ * row's token as the sandbox label sbx.token, and confirmed or failed after; destroy, pause
+ * and resume update the row's state (gc.c reaps from it).
+ *
  * Locking: host->lock guards the tables and is held while a plugin loads or inits (plugin.h:
  * init is never concurrent with another init); plugin ops run outside it, under the alias's
  * call lock when the plugin is not SBX_PLUGIN_THREAD_SAFE. States live until sbx_host_free,
