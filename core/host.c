@@ -53,6 +53,8 @@ typedef struct plugin_state {
 	void *state;
 	struct sbx_config *cfg;
 	int inited;
+	uint64_t live;     /* sandboxes this host created from it and has not destroyed */
+	uint64_t inflight; /* creates under way */
 } plugin_state;
 
 typedef struct known_id {
@@ -673,6 +675,7 @@ static int remember_id(sbx_host *h, const char *id, plugin_state *ps)
 	h->ids[h->n_ids].id = copy;
 	h->ids[h->n_ids].ps = ps;
 	h->n_ids++;
+	ps->live++;
 	pthread_mutex_unlock(&h->lock);
 	return SBX_OK;
 }
@@ -682,6 +685,7 @@ static void forget_id(sbx_host *h, const char *id)
 	pthread_mutex_lock(&h->lock);
 	size_t i;
 	if (known_index(h, id, &i)) {
+		h->ids[i].ps->live--;
 		sbx__free(h->ids[i].id);
 		h->ids[i] = h->ids[h->n_ids - 1];
 		h->n_ids--;
@@ -689,42 +693,12 @@ static void forget_id(sbx_host *h, const char *id)
 	pthread_mutex_unlock(&h->lock);
 }
 
-SBX__PUBLIC int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
-			   sbx_error *err)
+/* The create proper, once the data source's plugin state is known and a place under its
+ * max_concurrency is reserved. */
+static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__data_source *ds,
+		     route r, char id[SBX_ID_MAX], sbx_error *err)
 {
-	if (!host || !id)
-		return sbx__set_error(err, SBX_E_INVAL, "create: NULL host or id buffer");
-	id[0] = '\0';
-	if (opts && opts->struct_size < sizeof(*opts))
-		return sbx__set_error(err, SBX_E_INVAL,
-				      "create: options struct has size %u, expected %zu (use "
-				      "SBX_INIT_HEADER)",
-				      opts->struct_size, sizeof(*opts));
-	const sbx__data_source *ds;
-	int rc = sbx__config_find(host->cfg, opts ? opts->data_source : NULL, &ds, err);
-	if (rc != SBX_OK)
-		return rc;
-	if (!ds->alias)
-		return sbx__set_error(err, SBX_E_CONFIG,
-				      "create: data source '%s' has no sandbox (type: none); "
-				      "set sandbox.type to a backend alias",
-				      ds->name);
-	if (strlen(ds->alias) >= ALIAS_MAX)
-		return sbx__set_error(
-		    err, SBX_E_CONFIG,
-		    "create: data source '%s': alias '%.40s...' is longer than %d "
-		    "bytes",
-		    ds->name, ds->alias, ALIAS_MAX - 1);
-	route r;
-	memset(&r, 0, sizeof(r));
-	snprintf(r.alias, sizeof(r.alias), "%s", ds->alias);
-	pthread_mutex_lock(&host->lock);
-	r.slot = find_slot(host, ds->alias, err);
-	rc = r.slot ? state_locked(host, r.slot, ds, &r.ps, err) : SBX_E_UNKNOWN_ALIAS;
-	pthread_mutex_unlock(&host->lock);
-	if (rc != SBX_OK)
-		return rc;
-
+	int rc;
 	size_t n_extra = opts ? opts->n_labels : 0;
 	sbx__ledger *led = NULL;
 	rc = sbx__host_ledger(host, &led, err);
@@ -837,6 +811,56 @@ SBX__PUBLIC int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[
 		sbx__log(SBX_LOG_DEBUG, "host", "could not remember the data source of %s", id);
 	}
 	return SBX_OK;
+}
+
+SBX__PUBLIC int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
+			   sbx_error *err)
+{
+	if (!host || !id)
+		return sbx__set_error(err, SBX_E_INVAL, "create: NULL host or id buffer");
+	id[0] = '\0';
+	if (opts && opts->struct_size < sizeof(*opts))
+		return sbx__set_error(err, SBX_E_INVAL,
+				      "create: options struct has size %u, expected %zu (use "
+				      "SBX_INIT_HEADER)",
+				      opts->struct_size, sizeof(*opts));
+	const sbx__data_source *ds;
+	int rc = sbx__config_find(host->cfg, opts ? opts->data_source : NULL, &ds, err);
+	if (rc != SBX_OK)
+		return rc;
+	if (!ds->alias)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "create: data source '%s' has no sandbox (type: none); "
+				      "set sandbox.type to a backend alias",
+				      ds->name);
+	if (strlen(ds->alias) >= ALIAS_MAX)
+		return sbx__set_error(
+		    err, SBX_E_CONFIG,
+		    "create: data source '%s': alias '%.40s...' is longer than %d "
+		    "bytes",
+		    ds->name, ds->alias, ALIAS_MAX - 1);
+	route r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.alias, sizeof(r.alias), "%s", ds->alias);
+	pthread_mutex_lock(&host->lock);
+	r.slot = find_slot(host, ds->alias, err);
+	rc = r.slot ? state_locked(host, r.slot, ds, &r.ps, err) : SBX_E_UNKNOWN_ALIAS;
+	uint64_t cap = ds->policy.max_concurrency;
+	if (rc == SBX_OK && cap && r.ps->live + r.ps->inflight >= cap)
+		rc = sbx__set_error(err, SBX_E_LIMIT,
+				    "create: data source '%s' has %llu live sandboxes, its "
+				    "max_concurrency; destroy one first",
+				    ds->name, (unsigned long long)cap);
+	if (rc == SBX_OK)
+		r.ps->inflight++;
+	pthread_mutex_unlock(&host->lock);
+	if (rc != SBX_OK)
+		return rc;
+	rc = create_in(host, opts, ds, r, id, err);
+	pthread_mutex_lock(&host->lock);
+	r.ps->inflight--;
+	pthread_mutex_unlock(&host->lock);
+	return rc;
 }
 
 static char *calls_dir_of(const sbx_host *h, const char *id)

@@ -709,3 +709,25 @@ Test(host, state_dir_that_is_a_file_is_refused)
 	cr_assert_str_eq(err.message, want);
 	unlink(path);
 }
+
+Test(host, max_concurrency_caps_live_sandboxes_per_data_source)
+{
+	sbx_host *h = new_host("data_source:\n  sandbox:\n    type: hfix\n    max_concurrency: 2\n"
+			       "data_sources:\n  - name: other\n    sandbox:\n      type: hfix2\n");
+	char a[SBX_ID_MAX], b[SBX_ID_MAX], c[SBX_ID_MAX];
+	create(h, NULL, a);
+	create(h, NULL, b);
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	sbx_error err = {0};
+	cr_assert_eq(sbx_create(h, &co, c, &err), SBX_E_LIMIT);
+	cr_assert_str_eq(err.message, "create: data source 'default' has 2 live sandboxes, its "
+				      "max_concurrency; destroy one first");
+	/* Another data source has its own count. */
+	create(h, "other", c);
+	cr_assert_eq(sbx_destroy(h, a, &err), SBX_OK);
+	create(h, NULL, a);
+	cr_assert_str_eq(a, "hfix:h-4");
+	sbx_host_free(h);
+}
