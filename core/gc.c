@@ -3,7 +3,10 @@
  * gc reaps rows whose owner process is dead (same host, pid and start time no longer match)
  * or whose TTL has passed; a detached row is governed by its TTL alone. A row whose create
  * never got an id (the harness died mid-call) is found through the plugin's list_by_label on
- * the row's sbx.token label. Rows are read first and reaped afterwards, so no ledger statement
+ * the row's sbx.token label. Last, each configured alias's list_by_label on the sbx.ledger label
+ * (host and state dir, so other users' sandboxes are never touched) finds backend objects the
+ * ledger does not hold as live; creates in flight for a live owner are spared. Rows are read
+ * first and reaped afterwards, so no ledger statement
  * is open while a backend is called. */
 #include <stdio.h>
 #include <string.h>
@@ -108,6 +111,111 @@ static int reap_found(void *ctx, const char *backend_id)
 	return 0;
 }
 
+/* Backend ids (full "<alias>:<id>" strings) found by one list_by_label. */
+typedef struct id_list {
+	const char *alias;
+	char (*ids)[SBX_ID_MAX];
+	size_t n, cap;
+} id_list;
+
+static int collect_id(void *ctx, const char *backend_id)
+{
+	id_list *l = ctx;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		char(*ids)[SBX_ID_MAX] = sbx__realloc(l->ids, cap * sizeof(*ids));
+		if (!ids)
+			return SBX_E_NOMEM;
+		l->ids = ids;
+		l->cap = cap;
+	}
+	int n = snprintf(l->ids[l->n], SBX_ID_MAX, "%s:%s", l->alias, backend_id);
+	if (n > 0 && (size_t)n < SBX_ID_MAX)
+		l->n++;
+	return 0;
+}
+
+static int list_ids(sbx_host *host, const char *alias, const char *key, const char *value,
+		    id_list *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->alias = alias;
+	sbx_error lerr = {0};
+	int rc = sbx__host_list_by_label(host, alias, key, value, collect_id, out, &lerr);
+	if (rc != SBX_OK && rc != SBX_E_UNSUPPORTED)
+		sbx__log(SBX_LOG_WARN, "gc", "%s: cannot list sandboxes by label %s: %s", alias,
+			 key, lerr.message);
+	return rc;
+}
+
+static int known_live(const row_list *l, const char *id)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->rows[i].id, id) == 0 && live_state(l->rows[i].state))
+			return 1;
+	return 0;
+}
+
+/* Creates still in flight for a live owner: their sandboxes must not look like orphans. */
+static int in_flight(sbx_host *host, const row_list *l, const char *alias, const char *id)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		const sbx__ledger_row *r = &l->rows[i];
+		if (r->id[0] || strcmp(r->state, SBX__LEDGER_CREATING) != 0 ||
+		    strcmp(r->alias, alias) != 0 ||
+		    !sbx__ledger_owner_alive(r, sbx__host_name(host)))
+			continue;
+		id_list mine;
+		list_ids(host, alias, "sbx.token", r->token, &mine);
+		int hit = 0;
+		for (size_t j = 0; j < mine.n && !hit; j++)
+			hit = strcmp(mine.ids[j], id) == 0;
+		sbx__free(mine.ids);
+		if (hit)
+			return 1;
+	}
+	return 0;
+}
+
+static void reap_orphans(sbx_host *host, const row_list *l, uint32_t flags, sbx_gc_fn fn, void *ctx)
+{
+	size_t n = sbx_data_source_count(host);
+	for (size_t k = 0; k <= n; k++) {
+		const char *alias = NULL;
+		sbx_data_source_get(host, k == n ? SIZE_MAX : k, NULL, &alias, NULL);
+		if (!alias)
+			continue;
+		/* Each alias once. */
+		int seen = 0;
+		for (size_t j = 0; j < k && !seen; j++) {
+			const char *other = NULL;
+			sbx_data_source_get(host, j, NULL, &other, NULL);
+			seen = other && strcmp(other, alias) == 0;
+		}
+		if (seen)
+			continue;
+		id_list found;
+		if (list_ids(host, alias, "sbx.ledger", sbx__host_ledger_id(host), &found) !=
+		    SBX_OK) {
+			sbx__free(found.ids);
+			continue;
+		}
+		for (size_t i = 0; i < found.n; i++) {
+			const char *id = found.ids[i];
+			if (known_live(l, id) || in_flight(host, l, alias, id))
+				continue;
+			int st = SBX_OK;
+			if (!(flags & SBX_GC_DRY_RUN)) {
+				sbx_error derr = {0};
+				st = sbx_destroy(host, id, &derr);
+			}
+			if (fn)
+				fn(ctx, id, "not in the ledger", st);
+		}
+		sbx__free(found.ids);
+	}
+}
+
 SBX__PUBLIC int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err)
 {
 	if (!host)
@@ -156,6 +264,8 @@ SBX__PUBLIC int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, 
 						 &lerr);
 		}
 	}
+	if (rc == SBX_OK)
+		reap_orphans(host, &l, flags, fn, ctx);
 	sbx__free(l.rows);
 	return rc;
 }

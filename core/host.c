@@ -72,6 +72,7 @@ struct sbx_host {
 	char hostname[128];
 	int64_t self_start;  /* start time of this process, for the ledger's owner check */
 	sbx__ledger *ledger; /* opened on first use */
+	char ledger_id[17];  /* label sbx.ledger: which ledger knows the sandbox */
 	char *ledger_error;  /* why it could not be opened */
 	plugin_slot *slots;
 	size_t n_slots;
@@ -220,6 +221,15 @@ SBX__PUBLIC int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_e
 	snprintf(h->owner, sizeof(h->owner), "%s:%ld", hostname, (long)getpid());
 	snprintf(h->hostname, sizeof(h->hostname), "%.127s", hostname);
 	h->self_start = sbx__process_start_time(getpid());
+	/* FNV-1a of host and state dir: gc finds what this ledger made, not other users'. */
+	uint64_t fnv = 14695981039346656037ull;
+	for (const char *p = h->owner; *p && *p != ':'; p++)
+		fnv = (fnv ^ (unsigned char)*p) * 1099511628211ull;
+	char real[4096];
+	const char *sd = realpath(h->state_dir, real) ? real : h->state_dir;
+	for (const char *p = sd; *p; p++)
+		fnv = (fnv ^ (unsigned char)*p) * 1099511628211ull;
+	snprintf(h->ledger_id, sizeof(h->ledger_id), "%016llx", (unsigned long long)fnv);
 	if (opts && opts->run_id)
 		h->run_id = sbx__strdup(opts->run_id);
 	else
@@ -604,6 +614,11 @@ const char *sbx__host_name(const sbx_host *h)
 	return h->hostname;
 }
 
+const char *sbx__host_ledger_id(const sbx_host *h)
+{
+	return h->ledger_id;
+}
+
 /* A token nobody else will make: time, pid, a counter and bytes from /dev/urandom. */
 static void make_token(sbx_host *h, char token[40])
 {
@@ -707,7 +722,7 @@ static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__dat
 	sbx__ledger_row row;
 	memset(&row, 0, sizeof(row));
 	make_token(host, row.token);
-	sbx_kv *labels = sbx__calloc(5 + n_extra, sizeof(*labels));
+	sbx_kv *labels = sbx__calloc(6 + n_extra, sizeof(*labels));
 	if (!labels)
 		return nomem(err, "create");
 	int64_t ttl = opts && opts->ttl_seconds > 0 ? opts->ttl_seconds : ds->policy.ttl;
@@ -717,6 +732,7 @@ static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__dat
 	labels[nl++] = (sbx_kv){"sbx.run", host->run_id};
 	labels[nl++] = (sbx_kv){"sbx.data_source", ds->name};
 	labels[nl++] = (sbx_kv){"sbx.token", row.token};
+	labels[nl++] = (sbx_kv){"sbx.ledger", host->ledger_id};
 	int64_t now = (int64_t)time(NULL);
 	if (ttl > 0) {
 		snprintf(expires, sizeof(expires), "%lld", (long long)(now + ttl));

@@ -276,7 +276,9 @@ Test(host, labels_carry_owner_run_data_source_and_expiry)
 	const char *tok = r->stdout_text + strlen(want);
 	cr_assert(strncmp(tok, "sbx.token=", 10) == 0, "%s", tok);
 	cr_assert_eq(strspn(tok + 10, "0123456789abcdef"), 30, "%s", tok);
-	cr_assert_str_eq(tok + 40, "\nteam=rl\n");
+	cr_assert(strncmp(tok + 40, "\nsbx.ledger=", 12) == 0, "%s", tok);
+	cr_assert_eq(strspn(tok + 52, "0123456789abcdef"), 16, "%s", tok);
+	cr_assert_str_eq(tok + 68, "\nteam=rl\n");
 	sbx_exec_result_free(r);
 
 	create(h, "ttl", id);
@@ -730,4 +732,54 @@ Test(host, max_concurrency_caps_live_sandboxes_per_data_source)
 	create(h, NULL, a);
 	cr_assert_str_eq(a, "hfix:h-4");
 	sbx_host_free(h);
+}
+
+static sbx_host *host_at(const char *dir)
+{
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.registry_path = HFIX_REGISTRY;
+	o.config_text = config_text;
+	o.state_dir = dir;
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_OK, "%s", err.message);
+	return h;
+}
+
+Test(host, gc_reaps_labelled_sandboxes_the_ledger_lost_and_only_its_own)
+{
+	sbx_host *a = new_host(config_text);
+	seen s;
+	memset(&s, 0, sizeof(s));
+	create(a, NULL, s.id);
+	/* Another state dir (another user's ledger) never touches it. */
+	char other[700];
+	snprintf(other, sizeof(other), "%s-other", state_dir);
+	sbx_host *c = host_at(other);
+	sbx_error err = {0};
+	cr_assert_eq(sbx_gc(c, 0, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 0);
+	sbx_host_free(c);
+	/* The ledger is lost: a fresh one in the same state dir finds the sandbox by label. */
+	char path[800];
+	const char *sfx[] = {"", "-wal", "-shm"};
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/ledger.db%s", state_dir, sfx[i]);
+		unlink(path);
+	}
+	sbx_host *b = host_at(state_dir);
+	cr_assert_eq(sbx_gc(b, SBX_GC_DRY_RUN, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.reason, "not in the ledger");
+	s.n = 0;
+	cr_assert_eq(sbx_gc(b, 0, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(s.status, SBX_OK);
+	uint32_t st;
+	cr_assert_eq(sbx_status(a, s.id, &st, &err), SBX_OK);
+	cr_assert_eq(st, SBX_STATE_GONE);
+	sbx_host_free(b);
+	sbx_host_free(a);
 }
