@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gc.h"
+#include "public.h"
 
 typedef struct row_list {
 	sbx__ledger_row *rows;
@@ -44,7 +45,7 @@ static int read_rows(sbx_host *host, row_list *l, sbx_error *err)
 	return rc;
 }
 
-int sbx_ledger_list(sbx_host *host, sbx_record_fn fn, void *ctx, sbx_error *err)
+SBX__PUBLIC int sbx_ledger_list(sbx_host *host, sbx_record_fn fn, void *ctx, sbx_error *err)
 {
 	if (!host || !fn)
 		return sbx__set_error(err, SBX_E_INVAL, "ledger list: NULL host or callback");
@@ -107,7 +108,7 @@ static int reap_found(void *ctx, const char *backend_id)
 	return 0;
 }
 
-int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err)
+SBX__PUBLIC int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err)
 {
 	if (!host)
 		return sbx__set_error(err, SBX_E_INVAL, "gc: NULL host");

@@ -28,6 +28,7 @@
 #include "gc.h"
 #include "internal.h"
 #include "ledger.h"
+#include "public.h"
 
 #define ALIAS_MAX 128
 
@@ -153,6 +154,9 @@ static int resolve_state_dir(const sbx_host_options *opts, char **out, sbx_error
 	if (!dir)
 		return nomem(err, "host");
 	int e = mkdir_parents(dir);
+	struct stat st;
+	if (!e && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+		e = ENOTDIR;
 	if (e) {
 		sbx__set_error(err, SBX_E_IO, "host: cannot create state directory %s: %s", dir,
 			       strerror(e));
@@ -163,7 +167,7 @@ static int resolve_state_dir(const sbx_host_options *opts, char **out, sbx_error
 	return SBX_OK;
 }
 
-int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err)
+SBX__PUBLIC int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err)
 {
 	int rc = SBX_OK;
 	char *plugins_dir = NULL;
@@ -256,7 +260,7 @@ static void state_free(sbx_host *h, plugin_state *ps)
 	sbx__free(ps);
 }
 
-void sbx_host_free(sbx_host *host)
+SBX__PUBLIC void sbx_host_free(sbx_host *host)
 {
 	if (!host)
 		return;
@@ -285,7 +289,7 @@ void sbx_host_free(sbx_host *host)
 
 /* ---- plugins */
 
-size_t sbx_plugin_count(const sbx_host *host)
+SBX__PUBLIC size_t sbx_plugin_count(const sbx_host *host)
 {
 	return host ? host->n_slots : 0;
 }
@@ -380,7 +384,7 @@ out:
 	return rc;
 }
 
-int sbx_plugin_load(sbx_host *host, const char *alias, sbx_error *err)
+SBX__PUBLIC int sbx_plugin_load(sbx_host *host, const char *alias, sbx_error *err)
 {
 	if (!host || !alias)
 		return sbx__set_error(err, SBX_E_INVAL, "plugin load: NULL host or alias");
@@ -392,7 +396,7 @@ int sbx_plugin_load(sbx_host *host, const char *alias, sbx_error *err)
 	return rc;
 }
 
-int sbx_plugin_get(sbx_host *host, size_t index, sbx_plugin_info *info, sbx_error *err)
+SBX__PUBLIC int sbx_plugin_get(sbx_host *host, size_t index, sbx_plugin_info *info, sbx_error *err)
 {
 	if (!host || !info)
 		return sbx__set_error(err, SBX_E_INVAL, "plugins: NULL host or info");
@@ -423,13 +427,13 @@ int sbx_plugin_get(sbx_host *host, size_t index, sbx_plugin_info *info, sbx_erro
 
 /* ---- data sources */
 
-size_t sbx_data_source_count(const sbx_host *host)
+SBX__PUBLIC size_t sbx_data_source_count(const sbx_host *host)
 {
 	return host ? host->cfg->n : 0;
 }
 
-int sbx_data_source_get(const sbx_host *host, size_t index, const char **name, const char **alias,
-			sbx_error *err)
+SBX__PUBLIC int sbx_data_source_get(const sbx_host *host, size_t index, const char **name,
+				    const char **alias, sbx_error *err)
 {
 	if (!host)
 		return sbx__set_error(err, SBX_E_INVAL, "data sources: NULL host");
@@ -681,7 +685,8 @@ static void forget_id(sbx_host *h, const char *id)
 	pthread_mutex_unlock(&h->lock);
 }
 
-int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX], sbx_error *err)
+SBX__PUBLIC int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
+			   sbx_error *err)
 {
 	if (!host || !id)
 		return sbx__set_error(err, SBX_E_INVAL, "create: NULL host or id buffer");
@@ -848,7 +853,7 @@ static char *calls_dir_of(const sbx_host *h, const char *id)
 	return sbx__asprintf("%s/calls/%s", h->state_dir, enc);
 }
 
-int sbx_destroy(sbx_host *host, const char *id, sbx_error *err)
+SBX__PUBLIC int sbx_destroy(sbx_host *host, const char *id, sbx_error *err)
 {
 	route r;
 	int rc = route_id(host, id, &r, err);
@@ -941,8 +946,8 @@ static int check_paused(sbx_host *h, const route *r, const char *id, sbx_error *
 	return SBX_OK;
 }
 
-int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec_result **out,
-	     sbx_error *err)
+SBX__PUBLIC int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts,
+			 sbx_exec_result **out, sbx_error *err)
 {
 	if (!out || !opts)
 		return sbx__set_error(err, SBX_E_INVAL, "exec: NULL options or result pointer");
@@ -1068,8 +1073,8 @@ out:
 
 /* ---- files */
 
-int sbx_read_file(sbx_host *host, const char *id, const char *path, void **data, size_t *len,
-		  sbx_error *err)
+SBX__PUBLIC int sbx_read_file(sbx_host *host, const char *id, const char *path, void **data,
+			      size_t *len, sbx_error *err)
 {
 	if (!path || !data || !len)
 		return sbx__set_error(err, SBX_E_INVAL, "read_file: NULL path or output");
@@ -1103,8 +1108,8 @@ int sbx_read_file(sbx_host *host, const char *id, const char *path, void **data,
 	return SBX_OK;
 }
 
-int sbx_write_file(sbx_host *host, const char *id, const char *path, const void *data, size_t len,
-		   uint32_t mode, sbx_error *err)
+SBX__PUBLIC int sbx_write_file(sbx_host *host, const char *id, const char *path, const void *data,
+			       size_t len, uint32_t mode, sbx_error *err)
 {
 	if (!path || (!data && len))
 		return sbx__set_error(err, SBX_E_INVAL, "write_file: NULL path or data");
@@ -1122,7 +1127,8 @@ int sbx_write_file(sbx_host *host, const char *id, const char *path, const void 
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, "write_file");
 }
 
-int sbx_stat(sbx_host *host, const char *id, const char *path, sbx_file_info *info, sbx_error *err)
+SBX__PUBLIC int sbx_stat(sbx_host *host, const char *id, const char *path, sbx_file_info *info,
+			 sbx_error *err)
 {
 	if (!path || !info)
 		return sbx__set_error(err, SBX_E_INVAL, "stat: NULL path or info");
@@ -1141,8 +1147,8 @@ int sbx_stat(sbx_host *host, const char *id, const char *path, sbx_file_info *in
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, "stat");
 }
 
-int sbx_list_dir(sbx_host *host, const char *id, const char *path, sbx_file_info **entries,
-		 size_t *n, sbx_error *err)
+SBX__PUBLIC int sbx_list_dir(sbx_host *host, const char *id, const char *path,
+			     sbx_file_info **entries, size_t *n, sbx_error *err)
 {
 	if (!path || !entries || !n)
 		return sbx__set_error(err, SBX_E_INVAL, "list_dir: NULL path or output");
@@ -1167,7 +1173,8 @@ int sbx_list_dir(sbx_host *host, const char *id, const char *path, sbx_file_info
 	return SBX_OK;
 }
 
-int sbx_mkdir(sbx_host *host, const char *id, const char *path, int parents, sbx_error *err)
+SBX__PUBLIC int sbx_mkdir(sbx_host *host, const char *id, const char *path, int parents,
+			  sbx_error *err)
 {
 	if (!path)
 		return sbx__set_error(err, SBX_E_INVAL, "mkdir: NULL path");
@@ -1184,7 +1191,8 @@ int sbx_mkdir(sbx_host *host, const char *id, const char *path, int parents, sbx
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, "mkdir");
 }
 
-int sbx_remove(sbx_host *host, const char *id, const char *path, int recursive, sbx_error *err)
+SBX__PUBLIC int sbx_remove(sbx_host *host, const char *id, const char *path, int recursive,
+			   sbx_error *err)
 {
 	if (!path)
 		return sbx__set_error(err, SBX_E_INVAL, "remove: NULL path");
@@ -1223,7 +1231,7 @@ static int simple_op(sbx_host *host, const char *id, size_t offset, const char *
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, name);
 }
 
-int sbx_pause(sbx_host *host, const char *id, sbx_error *err)
+SBX__PUBLIC int sbx_pause(sbx_host *host, const char *id, sbx_error *err)
 {
 	int rc = simple_op(host, id, offsetof(sbx_plugin_desc, pause), "pause", err);
 	if (rc == SBX_OK)
@@ -1231,7 +1239,7 @@ int sbx_pause(sbx_host *host, const char *id, sbx_error *err)
 	return rc;
 }
 
-int sbx_resume(sbx_host *host, const char *id, sbx_error *err)
+SBX__PUBLIC int sbx_resume(sbx_host *host, const char *id, sbx_error *err)
 {
 	int rc = simple_op(host, id, offsetof(sbx_plugin_desc, resume), "resume", err);
 	if (rc == SBX_OK)
@@ -1239,7 +1247,7 @@ int sbx_resume(sbx_host *host, const char *id, sbx_error *err)
 	return rc;
 }
 
-int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err)
+SBX__PUBLIC int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err)
 {
 	if (!state)
 		return sbx__set_error(err, SBX_E_INVAL, "status: NULL state pointer");
@@ -1286,7 +1294,7 @@ static char *json_str(const char *s)
 	return o;
 }
 
-int sbx_backend_info(sbx_host *host, const char *alias, char **json, sbx_error *err)
+SBX__PUBLIC int sbx_backend_info(sbx_host *host, const char *alias, char **json, sbx_error *err)
 {
 	if (!host || !alias || !json)
 		return sbx__set_error(err, SBX_E_INVAL, "backend info: NULL host, alias or output");

@@ -686,3 +686,26 @@ Test(host, state_dir_comes_from_env_then_xdg_then_home)
 	snprintf(want, sizeof(want), "%s/.local/state/sbx", dir);
 	expect_state_dir(want);
 }
+
+Test(host, state_dir_that_is_a_file_is_refused)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/file-%d", HOST_TMP, (int)getpid());
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.registry_path = HFIX_REGISTRY;
+	o.state_dir = path;
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_E_IO);
+	cr_assert_null(h);
+	char want[800];
+	snprintf(want, sizeof(want), "host: cannot create state directory %s: Not a directory",
+		 path);
+	cr_assert_str_eq(err.message, want);
+	unlink(path);
+}

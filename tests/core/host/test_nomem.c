@@ -64,6 +64,13 @@ static int bad(const char *step, int rc, const sbx_error *err)
 		}                                        \
 	} while (0)
 
+static int count_row(void *ctx, const sbx_sandbox_record *rec)
+{
+	(void)ctx;
+	(void)rec;
+	return 0;
+}
+
 static int one_round(const char *state_dir)
 {
 	int rc, problems = 0;
@@ -110,6 +117,8 @@ static int one_round(const char *state_dir)
 	STEP("sbx_destroy two", sbx_destroy(h, id2, &err));
 	STEP("sbx_destroy", sbx_destroy(h, id, &err));
 	id[0] = '\0';
+	STEP("sbx_ledger_list", sbx_ledger_list(h, count_row, NULL, &err));
+	STEP("sbx_gc", sbx_gc(h, 0, NULL, NULL, &err));
 out:
 	if (rc == SBX_E_NOMEM && !failed) {
 		fprintf(stderr, "core_nomem: N=%ld: SBX_E_NOMEM without a failed allocation\n",
