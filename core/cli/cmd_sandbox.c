@@ -118,8 +118,7 @@ int cmd_config(const cli_globals *g, int argc, char **argv)
 		if (sbx_data_source_get(h, idx, &name, &alias, NULL) != SBX_OK)
 			continue;
 		sbx_error err = {0};
-		/* Loading the plugin validates its keys through the host. */
-		int st = alias ? sbx_plugin_load(h, alias, &err) : SBX_OK;
+		int st = sbx_data_source_check(h, idx, &err);
 		printf("%-20s %s%s%s\n", name, alias ? alias : "(no sandbox)",
 		       st == SBX_OK ? "" : "  error: ", st == SBX_OK ? "" : err.message);
 		bad |= st != SBX_OK;

@@ -107,6 +107,11 @@ size_t sbx_data_source_count(const sbx_host *host);
 int sbx_data_source_get(const sbx_host *host, size_t index, const char **name, const char **alias,
 			sbx_error *err);
 
+/* Loads the plugin of data source `index` (SIZE_MAX: the default block) and validates its keys
+ * against the keys the plugin declares, without calling the plugin's init. SBX_OK also for a
+ * source with no sandbox. SBX_E_CONFIG names key, file and line; a load failure its reason. */
+int sbx_data_source_check(sbx_host *host, size_t index, sbx_error *err);
+
 /* ---- sandboxes ---- */
 
 typedef struct sbx_create_opts {
