@@ -1383,3 +1383,25 @@ SBX__PUBLIC int sbx_backend_info(sbx_host *host, const char *alias, char **json,
 	sbx__free(qd);
 	return rc;
 }
+
+SBX__PUBLIC int sbx_data_source_check(sbx_host *host, size_t index, sbx_error *err)
+{
+	if (!host)
+		return sbx__set_error(err, SBX_E_INVAL, "check: NULL host");
+	if (index != SIZE_MAX && index >= host->cfg->n)
+		return sbx__set_error(err, SBX_E_INVAL, "check: no data source %zu (there are %zu)",
+				      index, host->cfg->n);
+	const sbx__data_source *ds =
+	    index == SIZE_MAX ? &host->cfg->deflt : &host->cfg->sources[index];
+	if (!ds->alias)
+		return SBX_OK;
+	pthread_mutex_lock(&host->lock);
+	plugin_slot *s = find_slot(host, ds->alias, err);
+	int rc = s ? load_locked(host, s, err) : SBX_E_UNKNOWN_ALIAS;
+	struct sbx_config *cfg = NULL;
+	if (rc == SBX_OK)
+		rc = sbx__config_for_plugin(ds, s->ent->defaults, s->desc, &cfg, err);
+	pthread_mutex_unlock(&host->lock);
+	sbx__config_obj_free(cfg);
+	return rc;
+}

@@ -22,8 +22,8 @@ cmake --build "$work/cmake-build" >/dev/null
 [ -f "$work/cmake-build/sbx-custom.so" ] || fail "CMake package build made no sbx-custom.so"
 
 # 2. Through pkg-config (the .pc file is relocated by redefining its prefix).
-make -s -C "$work/custom-src" PKG_CONFIG="pkg-config --define-variable=prefix=$prefix" \
-	PKG_CONFIG_PATH="$prefix/lib/pkgconfig" >/dev/null
+PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$work/custom-src" \
+	PKG_CONFIG="pkg-config --define-variable=prefix=$prefix" >/dev/null
 [ -f "$work/custom-src/sbx-custom.so" ] || fail "pkg-config build made no sbx-custom.so"
 
 # Only sbx_plugin_register may be exported.

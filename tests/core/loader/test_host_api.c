@@ -168,6 +168,18 @@ Test(host_api, config_json_is_cached_per_key)
 	sbx__config_obj_free(cfg);
 }
 
+Test(host_api, config_json_renders_lists_and_maps)
+{
+	sbx_config *cfg = cfg_of("l: [1, \"two\", true]\nm: {a: {b: null}}\n");
+	const char *j = NULL;
+	sbx_error err;
+	cr_assert_eq(api->config_json(cfg, "l", &j, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(j, "[1,\"two\",true]");
+	cr_assert_eq(api->config_json(cfg, "m", &j, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(j, "{\"a\":{\"b\":null}}");
+	sbx__config_obj_free(cfg);
+}
+
 Test(host_api, log_goes_to_stderr_with_the_alias, .init = cr_redirect_stderr)
 {
 	unsetenv("SBX_LOG");

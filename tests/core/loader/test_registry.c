@@ -266,3 +266,57 @@ Test(registry, fixture_registry_lists_every_fixture)
 	cr_assert_str_eq(sbx__registry_find(reg, "ok2b")->path, FIXTURE_DIR "/sbx-fixture-ok2.so");
 	sbx__registry_free(reg);
 }
+
+static int alloc_count, fail_at;
+
+static void *failing_alloc(size_t size)
+{
+	return ++alloc_count == fail_at ? NULL : malloc(size);
+}
+
+static void *failing_realloc(void *ptr, size_t size)
+{
+	return ++alloc_count == fail_at ? NULL : realloc(ptr, size);
+}
+
+Test(registry, every_allocation_failure_is_nomem_without_leaks)
+{
+	const char *top = put("registry.yaml", "a: {path: a.so, defaults: {k: [1, 2]}}\n");
+	dropin_dir();
+	put("registry.d/b.yaml", "b: {path: b.so}\n");
+	sbx_error err;
+	for (fail_at = 1;; fail_at++) {
+		sbx__registry *reg = NULL;
+		alloc_count = 0;
+		sbx_set_allocator(failing_alloc, failing_realloc, free);
+		int rc = sbx__registry_load(top, &reg, &err);
+		sbx_set_allocator(NULL, NULL, NULL);
+		if (rc == SBX_OK) {
+			cr_assert_gt(fail_at, 5, "a load allocates more than five times");
+			cr_assert_eq(reg->n, 2);
+			sbx__registry_free(reg);
+			break;
+		}
+		cr_assert_eq(rc, SBX_E_NOMEM, "allocation %d: %s", fail_at, err.message);
+		cr_assert_null(reg);
+	}
+}
+
+Test(registry, duplicate_alias_in_one_file_names_both_lines)
+{
+	const char *top =
+	    put("registry.yaml", "a: {path: a.so}\nb: {path: b.so}\na: {path: c.so}\n");
+	char msg[2048];
+	snprintf(msg, sizeof(msg), "%s:3: duplicate key 'a' (first at line 1)", top);
+	expect_error(top, msg);
+}
+
+Test(registry, block_style_unknown_key_reports_its_line)
+{
+	const char *top =
+	    put("registry.yaml", "# comment\nx:\n  path: x.so\ny:\n  path: y.so\n  bogus: 1\n");
+	char msg[2048];
+	snprintf(msg, sizeof(msg),
+		 "%s:6: alias 'y': unknown key 'bogus' (valid keys: path, defaults)", top);
+	expect_error(top, msg);
+}
