@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "gc.h"
-#include "public.h"
 
 typedef struct row_list {
 	sbx__ledger_row *rows;
@@ -48,7 +47,7 @@ static int read_rows(sbx_host *host, row_list *l, sbx_error *err)
 	return rc;
 }
 
-SBX__PUBLIC int sbx_ledger_list(sbx_host *host, sbx_record_fn fn, void *ctx, sbx_error *err)
+int sbx_ledger_list(sbx_host *host, sbx_record_fn fn, void *ctx, sbx_error *err)
 {
 	if (!host || !fn)
 		return sbx__set_error(err, SBX_E_INVAL, "ledger list: NULL host or callback");
@@ -216,7 +215,7 @@ static void reap_orphans(sbx_host *host, const row_list *l, uint32_t flags, sbx_
 	}
 }
 
-SBX__PUBLIC int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err)
+int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err)
 {
 	if (!host)
 		return sbx__set_error(err, SBX_E_INVAL, "gc: NULL host");

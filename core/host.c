@@ -32,7 +32,6 @@
 #include "gc.h"
 #include "internal.h"
 #include "ledger.h"
-#include "public.h"
 
 #define ALIAS_MAX 128
 
@@ -174,7 +173,7 @@ static int resolve_state_dir(const sbx_host_options *opts, char **out, sbx_error
 	return SBX_OK;
 }
 
-SBX__PUBLIC int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err)
+int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err)
 {
 	int rc = SBX_OK;
 	char *plugins_dir = NULL;
@@ -276,7 +275,7 @@ static void state_free(sbx_host *h, plugin_state *ps)
 	sbx__free(ps);
 }
 
-SBX__PUBLIC void sbx_host_free(sbx_host *host)
+void sbx_host_free(sbx_host *host)
 {
 	if (!host)
 		return;
@@ -305,7 +304,7 @@ SBX__PUBLIC void sbx_host_free(sbx_host *host)
 
 /* ---- plugins */
 
-SBX__PUBLIC size_t sbx_plugin_count(const sbx_host *host)
+size_t sbx_plugin_count(const sbx_host *host)
 {
 	return host ? host->n_slots : 0;
 }
@@ -400,7 +399,7 @@ out:
 	return rc;
 }
 
-SBX__PUBLIC int sbx_plugin_load(sbx_host *host, const char *alias, sbx_error *err)
+int sbx_plugin_load(sbx_host *host, const char *alias, sbx_error *err)
 {
 	if (!host || !alias)
 		return sbx__set_error(err, SBX_E_INVAL, "plugin load: NULL host or alias");
@@ -412,7 +411,7 @@ SBX__PUBLIC int sbx_plugin_load(sbx_host *host, const char *alias, sbx_error *er
 	return rc;
 }
 
-SBX__PUBLIC int sbx_plugin_get(sbx_host *host, size_t index, sbx_plugin_info *info, sbx_error *err)
+int sbx_plugin_get(sbx_host *host, size_t index, sbx_plugin_info *info, sbx_error *err)
 {
 	if (!host || !info)
 		return sbx__set_error(err, SBX_E_INVAL, "plugins: NULL host or info");
@@ -443,13 +442,13 @@ SBX__PUBLIC int sbx_plugin_get(sbx_host *host, size_t index, sbx_plugin_info *in
 
 /* ---- data sources */
 
-SBX__PUBLIC size_t sbx_data_source_count(const sbx_host *host)
+size_t sbx_data_source_count(const sbx_host *host)
 {
 	return host ? host->cfg->n : 0;
 }
 
-SBX__PUBLIC int sbx_data_source_get(const sbx_host *host, size_t index, const char **name,
-				    const char **alias, sbx_error *err)
+int sbx_data_source_get(const sbx_host *host, size_t index, const char **name, const char **alias,
+			sbx_error *err)
 {
 	if (!host)
 		return sbx__set_error(err, SBX_E_INVAL, "data sources: NULL host");
@@ -829,8 +828,7 @@ static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__dat
 	return SBX_OK;
 }
 
-SBX__PUBLIC int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
-			   sbx_error *err)
+int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX], sbx_error *err)
 {
 	if (!host || !id)
 		return sbx__set_error(err, SBX_E_INVAL, "create: NULL host or id buffer");
@@ -897,7 +895,7 @@ static char *calls_dir_of(const sbx_host *h, const char *id)
 	return sbx__asprintf("%s/calls/%s", h->state_dir, enc);
 }
 
-SBX__PUBLIC int sbx_destroy(sbx_host *host, const char *id, sbx_error *err)
+int sbx_destroy(sbx_host *host, const char *id, sbx_error *err)
 {
 	route r;
 	int rc = route_id(host, id, &r, err);
@@ -990,8 +988,8 @@ static int check_paused(sbx_host *h, const route *r, const char *id, sbx_error *
 	return SBX_OK;
 }
 
-SBX__PUBLIC int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts,
-			 sbx_exec_result **out, sbx_error *err)
+int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec_result **out,
+	     sbx_error *err)
 {
 	if (!out || !opts)
 		return sbx__set_error(err, SBX_E_INVAL, "exec: NULL options or result pointer");
@@ -1117,8 +1115,8 @@ out:
 
 /* ---- files */
 
-SBX__PUBLIC int sbx_read_file(sbx_host *host, const char *id, const char *path, void **data,
-			      size_t *len, sbx_error *err)
+int sbx_read_file(sbx_host *host, const char *id, const char *path, void **data, size_t *len,
+		  sbx_error *err)
 {
 	if (!path || !data || !len)
 		return sbx__set_error(err, SBX_E_INVAL, "read_file: NULL path or output");
@@ -1152,8 +1150,8 @@ SBX__PUBLIC int sbx_read_file(sbx_host *host, const char *id, const char *path, 
 	return SBX_OK;
 }
 
-SBX__PUBLIC int sbx_write_file(sbx_host *host, const char *id, const char *path, const void *data,
-			       size_t len, uint32_t mode, sbx_error *err)
+int sbx_write_file(sbx_host *host, const char *id, const char *path, const void *data, size_t len,
+		   uint32_t mode, sbx_error *err)
 {
 	if (!path || (!data && len))
 		return sbx__set_error(err, SBX_E_INVAL, "write_file: NULL path or data");
@@ -1171,8 +1169,7 @@ SBX__PUBLIC int sbx_write_file(sbx_host *host, const char *id, const char *path,
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, "write_file");
 }
 
-SBX__PUBLIC int sbx_stat(sbx_host *host, const char *id, const char *path, sbx_file_info *info,
-			 sbx_error *err)
+int sbx_stat(sbx_host *host, const char *id, const char *path, sbx_file_info *info, sbx_error *err)
 {
 	if (!path || !info)
 		return sbx__set_error(err, SBX_E_INVAL, "stat: NULL path or info");
@@ -1191,8 +1188,8 @@ SBX__PUBLIC int sbx_stat(sbx_host *host, const char *id, const char *path, sbx_f
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, "stat");
 }
 
-SBX__PUBLIC int sbx_list_dir(sbx_host *host, const char *id, const char *path,
-			     sbx_file_info **entries, size_t *n, sbx_error *err)
+int sbx_list_dir(sbx_host *host, const char *id, const char *path, sbx_file_info **entries,
+		 size_t *n, sbx_error *err)
 {
 	if (!path || !entries || !n)
 		return sbx__set_error(err, SBX_E_INVAL, "list_dir: NULL path or output");
@@ -1217,8 +1214,7 @@ SBX__PUBLIC int sbx_list_dir(sbx_host *host, const char *id, const char *path,
 	return SBX_OK;
 }
 
-SBX__PUBLIC int sbx_mkdir(sbx_host *host, const char *id, const char *path, int parents,
-			  sbx_error *err)
+int sbx_mkdir(sbx_host *host, const char *id, const char *path, int parents, sbx_error *err)
 {
 	if (!path)
 		return sbx__set_error(err, SBX_E_INVAL, "mkdir: NULL path");
@@ -1235,8 +1231,7 @@ SBX__PUBLIC int sbx_mkdir(sbx_host *host, const char *id, const char *path, int 
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, "mkdir");
 }
 
-SBX__PUBLIC int sbx_remove(sbx_host *host, const char *id, const char *path, int recursive,
-			   sbx_error *err)
+int sbx_remove(sbx_host *host, const char *id, const char *path, int recursive, sbx_error *err)
 {
 	if (!path)
 		return sbx__set_error(err, SBX_E_INVAL, "remove: NULL path");
@@ -1275,7 +1270,7 @@ static int simple_op(sbx_host *host, const char *id, size_t offset, const char *
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, name);
 }
 
-SBX__PUBLIC int sbx_pause(sbx_host *host, const char *id, sbx_error *err)
+int sbx_pause(sbx_host *host, const char *id, sbx_error *err)
 {
 	int rc = simple_op(host, id, offsetof(sbx_plugin_desc, pause), "pause", err);
 	if (rc == SBX_OK)
@@ -1283,7 +1278,7 @@ SBX__PUBLIC int sbx_pause(sbx_host *host, const char *id, sbx_error *err)
 	return rc;
 }
 
-SBX__PUBLIC int sbx_resume(sbx_host *host, const char *id, sbx_error *err)
+int sbx_resume(sbx_host *host, const char *id, sbx_error *err)
 {
 	int rc = simple_op(host, id, offsetof(sbx_plugin_desc, resume), "resume", err);
 	if (rc == SBX_OK)
@@ -1291,7 +1286,7 @@ SBX__PUBLIC int sbx_resume(sbx_host *host, const char *id, sbx_error *err)
 	return rc;
 }
 
-SBX__PUBLIC int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err)
+int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err)
 {
 	if (!state)
 		return sbx__set_error(err, SBX_E_INVAL, "status: NULL state pointer");
@@ -1338,7 +1333,7 @@ static char *json_str(const char *s)
 	return o;
 }
 
-SBX__PUBLIC int sbx_backend_info(sbx_host *host, const char *alias, char **json, sbx_error *err)
+int sbx_backend_info(sbx_host *host, const char *alias, char **json, sbx_error *err)
 {
 	if (!host || !alias || !json)
 		return sbx__set_error(err, SBX_E_INVAL, "backend info: NULL host, alias or output");
@@ -1384,7 +1379,7 @@ SBX__PUBLIC int sbx_backend_info(sbx_host *host, const char *alias, char **json,
 	return rc;
 }
 
-SBX__PUBLIC int sbx_data_source_check(sbx_host *host, size_t index, sbx_error *err)
+int sbx_data_source_check(sbx_host *host, size_t index, sbx_error *err)
 {
 	if (!host)
 		return sbx__set_error(err, SBX_E_INVAL, "check: NULL host");

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "public.h"
 
 #define SPOOL_DEFAULT_THRESHOLD 10000u
 #define SPOOL_DEFAULT_HEAD      5000u
@@ -504,7 +503,7 @@ void sbx__spool_free(sbx__spool *sp)
 	sbx__free(sp);
 }
 
-SBX__PUBLIC void sbx_exec_result_free(sbx_exec_result *res)
+void sbx_exec_result_free(sbx_exec_result *res)
 {
 	if (!res)
 		return;
