@@ -39,6 +39,23 @@ static int running_from_build_tree(void)
 	return strcmp(lib, build) == 0 || strcmp(lib, core) == 0;
 }
 
+/* <library dir>/<SBX_REL_REGISTRY> when that file exists: the installed registry of an
+ * install that was relocated (`cmake --install --prefix P`) or copied elsewhere. */
+static int relocated_registry(char *buf, size_t cap)
+{
+#ifdef SBX_REL_REGISTRY
+	const char *lib = sbx__library_dir();
+	if (!lib)
+		return 0;
+	int n = snprintf(buf, cap, "%s/%s", lib, SBX_REL_REGISTRY);
+	return n > 0 && (size_t)n < cap && access(buf, R_OK) == 0;
+#else
+	(void)buf;
+	(void)cap;
+	return 0;
+#endif
+}
+
 /* Absolute form of path (relative to the working directory), newly allocated. */
 static char *absolute(const char *path)
 {
@@ -308,6 +325,7 @@ int sbx__registry_load(const char *explicit_path, sbx__registry **out, sbx_error
 	sbx__registry *reg = NULL;
 	const char *name, *how;
 	const char *env = getenv("SBX_REGISTRY");
+	char relocated[PATH_MAX];
 
 	*out = NULL;
 	if (explicit_path && explicit_path[0]) {
@@ -319,6 +337,10 @@ int sbx__registry_load(const char *explicit_path, sbx__registry **out, sbx_error
 	} else if (SBX_BUILD_REGISTRY[0] && running_from_build_tree()) {
 		name = SBX_BUILD_REGISTRY;
 		how = " (the build tree's registry)";
+	} else if (relocated_registry(relocated, sizeof(relocated))) {
+		/* An install moved to another prefix finds the registry beside its library. */
+		name = relocated;
+		how = " (the installed registry; name another with $SBX_REGISTRY)";
 	} else {
 		name = SBX_INSTALL_REGISTRY;
 		how = " (the installed registry; name another with $SBX_REGISTRY)";

@@ -32,6 +32,10 @@ for so in "$work/cmake-build/sbx-custom.so" "$work/custom-src/sbx-custom.so"; do
 	[ "$exported" = "sbx_plugin_register" ] || fail "$so exports: $exported"
 done
 
+# The relocated install finds its own registry beside its library, not the configured prefix's.
+listing=$(env -u SBX_REGISTRY "$prefix/bin/sbx" plugins)
+case $listing in *"$prefix/lib/sbx/plugins/sbx-custom.so"*) ;; *) fail "installed sbx plugins: $listing" ;; esac
+
 cat >"$work/config.yaml" <<CFG
 data_source:
   sandbox:
