@@ -47,8 +47,11 @@ static int relocated_registry(char *buf, size_t cap)
 	const char *lib = sbx__library_dir();
 	if (!lib)
 		return 0;
-	int n = snprintf(buf, cap, "%s/%s", lib, SBX_REL_REGISTRY);
-	return n > 0 && (size_t)n < cap && access(buf, R_OK) == 0;
+	char joined[PATH_MAX];
+	int n = snprintf(joined, sizeof(joined), "%s/%s", lib, SBX_REL_REGISTRY);
+	if (n < 0 || (size_t)n >= sizeof(joined) || cap < PATH_MAX)
+		return 0;
+	return realpath(joined, buf) != NULL && access(buf, R_OK) == 0;
 #else
 	(void)buf;
 	(void)cap;

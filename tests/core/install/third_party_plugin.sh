@@ -34,7 +34,7 @@ done
 
 # The relocated install finds its own registry beside its library, not the configured prefix's.
 listing=$(env -u SBX_REGISTRY "$prefix/bin/sbx" plugins)
-case $listing in *"$prefix/lib/sbx/plugins/sbx-custom.so"*) ;; *) fail "installed sbx plugins: $listing" ;; esac
+printf '%s\n' "$listing" | grep -q '^custom  *loaded  *1\.0 ' || fail "installed sbx plugins: $listing"
 
 cat >"$work/config.yaml" <<CFG
 data_source:
