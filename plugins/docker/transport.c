@@ -158,6 +158,11 @@ int sbx__dk_curl_error(dk_state *st, const char *what, CURLcode code, sbx_error 
 	default:
 		break;
 	}
+	if (status == SBX_E_UNREACHABLE)
+		return sbx__dk_host->set_error(err, status,
+					       "docker: %s: engine at %s unreachable: %s (is it "
+					       "running? set `host` or DOCKER_HOST)",
+					       what, st->host_desc, curl_easy_strerror(code));
 	return sbx__dk_host->set_error(err, status, "docker: %s: engine at %s: %s", what,
 				       st->host_desc, curl_easy_strerror(code));
 }
@@ -234,7 +239,7 @@ static int perform(dk_state *st, CURL *e, const char *method, const char *conten
 		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, st->request_timeout_ms);
 	CURLcode c = curl_easy_perform(e);
 	if (c != CURLE_OK) {
-		rc = sbx__dk_curl_error(st, method, c, err);
+		rc = sbx__dk_curl_error(st, strcmp(method, "GET") ? method : "request", c, err);
 		sbx__dk_resp_free(resp);
 		goto out;
 	}

@@ -3,6 +3,7 @@
  * fixture (DOCKER_HOST). These pin the plugin's own behaviour (frames, timeouts, files,
  * lifecycle); tests/docker/docker.yaml runs the shared conformance suite through libsbx. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -531,4 +532,49 @@ Test(docker_plugin, bad_config_values_are_refused)
 		json_decref(config.obj);
 	}
 	config.obj = NULL;
+}
+
+typedef struct worker {
+	const char *id;
+	int n;
+	int ok;
+} worker;
+
+static void *work(void *arg)
+{
+	worker *w = arg;
+	sink *s = malloc(sizeof(*s));
+	for (int i = 0; s && i < 5; i++) {
+		char cmd[64], want[32];
+		snprintf(cmd, sizeof(cmd), "echo %d-%d", w->n, i);
+		int wl = snprintf(want, sizeof(want), "%d-%d\n", w->n, i);
+		sbx_exec_request req = {.shell = cmd, .output = sink_fn, .output_ctx = s};
+		SBX_INIT_HEADER(req);
+		sbx_exec_outcome out = {0};
+		SBX_INIT_HEADER(out);
+		memset(s, 0, sizeof(*s));
+		sbx_error err = {0};
+		if (desc.execute(state, w->id, &req, &out, &err) == SBX_OK && out.exit_code == 0 &&
+		    s->out_len == (size_t)wl && memcmp(s->out, want, (size_t)wl) == 0)
+			w->ok++;
+	}
+	free(s);
+	return NULL;
+}
+
+Test(docker_plugin, execs_from_many_threads_share_one_state)
+{
+	char id[SBX_ID_MAX];
+	make("t-threads", id, sizeof(id));
+	pthread_t t[4];
+	worker w[4];
+	for (int i = 0; i < 4; i++) {
+		w[i] = (worker){.id = id, .n = i};
+		cr_assert_eq(pthread_create(&t[i], NULL, work, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		cr_expect_eq(w[i].ok, 5, "thread %d: %d of 5 execs right", i, w[i].ok);
+	}
+	drop(id);
 }
