@@ -117,6 +117,12 @@ typedef struct sbx_create_opts {
 	uint32_t reserved1;
 	/* Lifetime in seconds; 0: the data source's `ttl` (none if unset). */
 	int64_t ttl_seconds;
+	/* Nonzero: the sandbox outlives this process on purpose (`sbx create` from a shell);
+	 * only its TTL, or owner_pid, lets `sbx gc` reap it. */
+	uint32_t detached;
+	uint32_t reserved2;
+	/* With detached: the process whose death makes the sandbox reapable (0: none). */
+	int64_t owner_pid;
 } sbx_create_opts;
 
 /* Creates a sandbox and writes its id ("<alias>:<backend-id>") into id[SBX_ID_MAX].
@@ -199,6 +205,42 @@ int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err);
 /* JSON object describing alias's backend as configured for data source `data_source` (NULL:
  * default block); *json from the library's allocator, free with sbx_free. */
 int sbx_backend_info(sbx_host *host, const char *alias, char **json, sbx_error *err);
+
+/* ---- ledger and reaping (ledger: $SBX_STATE_DIR/ledger.db) ---- */
+
+/* One ledger row. Strings are borrowed for the duration of the callback. */
+typedef struct sbx_sandbox_record {
+	SBX_STRUCT_HEADER;
+	const char *id; /* empty while the create is in flight */
+	const char *alias;
+	const char *data_source;
+	const char *owner_host;
+	int64_t owner_pid; /* 0: detached */
+	const char *run_id;
+	int64_t created;   /* unix seconds */
+	int64_t expires;   /* unix seconds, 0: no TTL */
+	const char *state; /* creating, running, paused, deleting, gone, failed */
+	uint32_t owner_alive;
+	uint32_t reserved0;
+	const char *error; /* why a create failed, else "" */
+} sbx_sandbox_record;
+
+/* Called once per row; a nonzero return stops the walk and is returned. */
+typedef int (*sbx_record_fn)(void *ctx, const sbx_sandbox_record *rec);
+
+/* Walks the ledger, oldest first. Thread-safe; safe while other processes write. */
+int sbx_ledger_list(sbx_host *host, sbx_record_fn fn, void *ctx, sbx_error *err);
+
+#define SBX_GC_DRY_RUN 1u
+
+/* Called for each sandbox gc deletes (or would delete with SBX_GC_DRY_RUN): its id, why
+ * ("owner pid 123 is dead", "ttl expired", "not in the ledger"), and the destroy status. */
+typedef void (*sbx_gc_fn)(void *ctx, const char *id, const char *reason, int status);
+
+/* Deletes sandboxes whose owner process died or whose TTL passed, and backend objects carrying
+ * sbx labels that the ledger does not know (through each configured alias's list_by_label).
+ * Never touches a sandbox whose owner is alive and whose TTL has not passed. */
+int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err);
 
 #ifdef __cplusplus
 }

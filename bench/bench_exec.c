@@ -1,0 +1,83 @@
+/* Per-exec overhead of sbx_exec on `local` for bash -c 'echo hi', against a raw posix_spawn +
+ * waitpid of the same argv with its output read from a pipe (the floor), interleaved so
+ * machine noise hits both alike. Prints the ratio; the target is <= 1.25. */
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sbx/host.h>
+
+extern char **environ;
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void raw_spawn(void)
+{
+	int p[2];
+	if (pipe(p) != 0)
+		exit(1);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_addclose(&fa, p[0]);
+	char *argv[] = {"bash", "-c", "echo hi", NULL};
+	pid_t pid;
+	if (posix_spawnp(&pid, "bash", &fa, NULL, argv, environ) != 0)
+		exit(1);
+	close(p[1]);
+	char buf[64];
+	while (read(p[0], buf, sizeof(buf)) > 0)
+		;
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	posix_spawn_file_actions_destroy(&fa);
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 300;
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	if (sbx_host_new(NULL, &h, &err) != SBX_OK) {
+		fprintf(stderr, "bench_exec: %s\n", err.message);
+		return 1;
+	}
+	char id[SBX_ID_MAX];
+	if (sbx_create(h, NULL, id, &err) != SBX_OK) {
+		fprintf(stderr, "bench_exec: %s\n", err.message);
+		return 1;
+	}
+	sbx_exec_opts o = {0};
+	SBX_INIT_HEADER(o);
+	o.shell = "echo hi";
+	o.timeout = 0;
+	double t_raw = 0, t_sbx = 0;
+	for (int i = 0; i < n; i++) {
+		double t0 = now();
+		raw_spawn();
+		double t1 = now();
+		sbx_exec_result *r = NULL;
+		if (sbx_exec(h, id, &o, &r, &err) != SBX_OK) {
+			fprintf(stderr, "bench_exec: %s\n", err.message);
+			return 1;
+		}
+		double t2 = now();
+		sbx_exec_result_free(r);
+		t_raw += t1 - t0;
+		t_sbx += t2 - t1;
+	}
+	sbx_destroy(h, id, NULL);
+	sbx_host_free(h);
+	printf("bench_exec: %d execs: raw posix_spawn %.1f us, sbx_exec %.1f us, ratio %.3f "
+	       "(target <= 1.25)\n",
+	       n, t_raw / n * 1e6, t_sbx / n * 1e6, t_sbx / t_raw);
+	return 0;
+}

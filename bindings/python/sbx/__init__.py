@@ -1,0 +1,16 @@
+"""sbx: run commands in sandboxes of any backend through libsbx.
+
+    from sbx import Host
+    with Host({"data_source": {"sandbox": {"type": "local"}}}) as h:
+        sid = h.create()
+        print(h.exec(sid, "echo hi").stdout)
+        h.destroy(sid)
+"""
+from .errors import (BackendError, BackendUnreachable, BadId, ConfigError, InfrastructureError,
+                     InvalidArgument, PathError, PluginError, SandboxNotFound, SbxError,
+                     Unsupported)
+from .host import AsyncHost, ExecResult, FileEntry, Host, PluginState
+
+__all__ = ["Host", "AsyncHost", "ExecResult", "FileEntry", "PluginState", "SbxError",
+           "InfrastructureError", "SandboxNotFound", "BackendUnreachable", "BackendError",
+           "ConfigError", "PluginError", "BadId", "Unsupported", "PathError", "InvalidArgument"]

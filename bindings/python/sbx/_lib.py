@@ -1,0 +1,152 @@
+"""ctypes mirror of include/sbx/host.h and the loading of libsbx.
+
+The library is found through $SBX_LIBRARY, then beside an installed prefix
+(`<prefix>/lib/libsbx.so`, with prefix from $SBX_PREFIX), then the dynamic loader's search
+path. Every struct starts with the size/version header the C side checks.
+"""
+import ctypes
+import ctypes.util
+import os
+import sys
+
+ABI_MAJOR = 1
+ABI_MINOR = 0
+
+
+class Header(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("abi_major", ctypes.c_uint16),
+                ("abi_minor", ctypes.c_uint16)]
+
+
+_HEADER = [("struct_size", ctypes.c_uint32), ("abi_major", ctypes.c_uint16),
+           ("abi_minor", ctypes.c_uint16)]
+
+
+def init_header(s):
+    s.struct_size = ctypes.sizeof(s)
+    s.abi_major = ABI_MAJOR
+    s.abi_minor = ABI_MINOR
+    return s
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char * 512)]
+
+
+class KV(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]
+
+
+class HostOptions(ctypes.Structure):
+    _fields_ = _HEADER + [("registry_path", ctypes.c_char_p), ("config_path", ctypes.c_char_p),
+                          ("config_text", ctypes.c_char_p), ("state_dir", ctypes.c_char_p),
+                          ("run_id", ctypes.c_char_p)]
+
+
+class CreateOpts(ctypes.Structure):
+    _fields_ = _HEADER + [("data_source", ctypes.c_char_p), ("image", ctypes.c_char_p),
+                          ("labels", ctypes.POINTER(KV)), ("n_labels", ctypes.c_uint32),
+                          ("reserved0", ctypes.c_uint32), ("env", ctypes.POINTER(KV)),
+                          ("n_env", ctypes.c_uint32), ("reserved1", ctypes.c_uint32),
+                          ("ttl_seconds", ctypes.c_int64), ("detached", ctypes.c_uint32),
+                          ("reserved2", ctypes.c_uint32), ("owner_pid", ctypes.c_int64)]
+
+
+class ExecOpts(ctypes.Structure):
+    _fields_ = _HEADER + [("shell", ctypes.c_char_p), ("argv", ctypes.POINTER(ctypes.c_char_p)),
+                          ("cwd", ctypes.c_char_p), ("env", ctypes.POINTER(KV)),
+                          ("n_env", ctypes.c_uint32), ("has_stdin", ctypes.c_uint32),
+                          ("stdin_data", ctypes.c_char_p), ("stdin_len", ctypes.c_size_t),
+                          ("timeout", ctypes.c_double), ("user", ctypes.c_char_p)]
+
+
+class ExecResult(ctypes.Structure):
+    _fields_ = _HEADER + [("exit_code", ctypes.c_int32), ("signal", ctypes.c_int32),
+                          ("timed_out", ctypes.c_uint32), ("truncated", ctypes.c_uint32),
+                          ("duration", ctypes.c_double), ("stdout_text", ctypes.c_void_p),
+                          ("stderr_text", ctypes.c_void_p), ("stdout_text_len", ctypes.c_size_t),
+                          ("stderr_text_len", ctypes.c_size_t),
+                          ("original_stdout_length", ctypes.c_uint64),
+                          ("original_stderr_length", ctypes.c_uint64),
+                          ("stdout_bytes", ctypes.c_uint64), ("stderr_bytes", ctypes.c_uint64),
+                          ("stdout_dropped", ctypes.c_uint64), ("stderr_dropped", ctypes.c_uint64),
+                          ("output_dir", ctypes.c_char_p), ("stdout_file", ctypes.c_char_p),
+                          ("stderr_file", ctypes.c_char_p)]
+
+
+class FileInfo(ctypes.Structure):
+    _fields_ = _HEADER + [("kind", ctypes.c_uint32), ("mode", ctypes.c_uint32),
+                          ("size", ctypes.c_uint64), ("mtime", ctypes.c_int64),
+                          ("name", ctypes.c_char * 256)]
+
+
+class PluginInfo(ctypes.Structure):
+    _fields_ = _HEADER + [("alias", ctypes.c_char_p), ("path", ctypes.c_char_p),
+                          ("registry_file", ctypes.c_char_p), ("state", ctypes.c_uint32),
+                          ("plugin_abi_major", ctypes.c_uint16),
+                          ("plugin_abi_minor", ctypes.c_uint16), ("version", ctypes.c_char_p),
+                          ("description", ctypes.c_char_p), ("reason", ctypes.c_char_p)]
+
+
+ID_MAX = 256
+STATE_NAMES = {0: "unknown", 1: "creating", 2: "running", 3: "paused", 4: "gone"}
+FILE_KINDS = {1: "file", 2: "dir", 3: "symlink", 4: "other"}
+
+
+def _find_library():
+    env = os.environ.get("SBX_LIBRARY")
+    if env:
+        return env
+    prefix = os.environ.get("SBX_PREFIX", sys.prefix)
+    for sub in ("lib", "lib64", "lib/x86_64-linux-gnu"):
+        cand = os.path.join(prefix, sub, "libsbx.so")
+        if os.path.exists(cand):
+            return cand
+    found = ctypes.util.find_library("sbx")
+    if found:
+        return found
+    raise OSError("sbx: cannot find libsbx.so; set SBX_LIBRARY to its path or SBX_PREFIX to "
+                  "the prefix sbx was installed into")
+
+
+_lib = None
+
+
+def lib():
+    """The loaded libsbx with argument types declared (loaded once)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    L = ctypes.CDLL(_find_library())
+    P = ctypes.POINTER
+    vp, cp, sz, err = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, P(Error)
+    sigs = {
+        "sbx_status_name": ([ctypes.c_int], cp),
+        "sbx_status_message": ([ctypes.c_int], cp),
+        "sbx_version": ([], cp),
+        "sbx_free": ([vp], None),
+        "sbx_host_new": ([P(HostOptions), P(vp), err], ctypes.c_int),
+        "sbx_host_free": ([vp], None),
+        "sbx_plugin_count": ([vp], sz),
+        "sbx_plugin_get": ([vp, sz, P(PluginInfo), err], ctypes.c_int),
+        "sbx_create": ([vp, P(CreateOpts), ctypes.c_char_p, err], ctypes.c_int),
+        "sbx_destroy": ([vp, cp, err], ctypes.c_int),
+        "sbx_exec": ([vp, cp, P(ExecOpts), P(P(ExecResult)), err], ctypes.c_int),
+        "sbx_exec_result_free": ([P(ExecResult)], None),
+        "sbx_read_file": ([vp, cp, cp, P(vp), P(sz), err], ctypes.c_int),
+        "sbx_write_file": ([vp, cp, cp, ctypes.c_char_p, sz, ctypes.c_uint32, err],
+                           ctypes.c_int),
+        "sbx_stat": ([vp, cp, cp, P(FileInfo), err], ctypes.c_int),
+        "sbx_list_dir": ([vp, cp, cp, P(P(FileInfo)), P(sz), err], ctypes.c_int),
+        "sbx_mkdir": ([vp, cp, cp, ctypes.c_int, err], ctypes.c_int),
+        "sbx_remove": ([vp, cp, cp, ctypes.c_int, err], ctypes.c_int),
+        "sbx_pause": ([vp, cp, err], ctypes.c_int),
+        "sbx_resume": ([vp, cp, err], ctypes.c_int),
+        "sbx_status": ([vp, cp, P(ctypes.c_uint32), err], ctypes.c_int),
+    }
+    for name, (args, res) in sigs.items():
+        fn = getattr(L, name)
+        fn.argtypes = args
+        fn.restype = res
+    _lib = L
+    return L

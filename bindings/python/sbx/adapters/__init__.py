@@ -1,0 +1,1 @@
+"""Drop-in adapters: LoongSage (loongsage), NeMo Gym (nemo_gym), NexAU (nexau)."""

@@ -1,0 +1,304 @@
+"""Synchronous and asyncio APIs over libsbx.
+
+ctypes releases the GIL around every C call, so Host methods run concurrently from threads;
+AsyncHost runs them on a bounded thread pool so thousands of sandboxes on one event loop need
+only as many threads as calls actually in flight.
+"""
+import asyncio
+import concurrent.futures
+import ctypes
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Union
+
+from . import _lib
+from .errors import from_status
+
+
+def _b(s):
+    if s is None:
+        return None
+    if isinstance(s, bytes):
+        return s
+    return os.fsencode(s) if isinstance(s, os.PathLike) else str(s).encode("utf-8", "surrogateescape")
+
+
+def _s(b):
+    return None if b is None else b.decode("utf-8", "surrogateescape")
+
+
+def _kv_array(pairs: Optional[Mapping[str, str]]):
+    items = list((pairs or {}).items())
+    arr = (_lib.KV * max(1, len(items)))()
+    for i, (k, v) in enumerate(items):
+        arr[i].key = _b(k)
+        arr[i].value = _b(v)
+    return arr, len(items)
+
+
+@dataclass
+class ExecResult:
+    """One command's outcome, with NexAU's field names."""
+    exit_code: int
+    signal: int
+    timed_out: bool
+    truncated: bool
+    duration: float
+    stdout: str
+    stderr: str
+    stdout_raw: bytes
+    stderr_raw: bytes
+    original_stdout_length: int
+    original_stderr_length: int
+    stdout_bytes: int
+    stderr_bytes: int
+    output_dir: Optional[str]
+    stdout_file: Optional[str]
+    stderr_file: Optional[str]
+
+    @property
+    def success(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass
+class FileEntry:
+    name: str
+    kind: str  # file, dir, symlink, other
+    mode: int
+    size: int
+    mtime: int
+
+
+@dataclass
+class PluginState:
+    alias: str
+    path: str
+    state: str  # unloaded, loaded, faulty
+    reason: Optional[str]
+    version: Optional[str]
+
+
+class Host:
+    """A libsbx host. Thread-safe; close() (or the context manager) frees it."""
+
+    def __init__(self, config: Union[str, os.PathLike, Mapping, None] = None, *,
+                 registry: Optional[str] = None, state_dir: Optional[str] = None,
+                 run_id: Optional[str] = None):
+        self._L = _lib.lib()
+        opts = _lib.init_header(_lib.HostOptions())
+        self._keep = []
+        if isinstance(config, Mapping):
+            # JSON is YAML: the config block goes through the same parser as a file.
+            opts.config_text = json.dumps(config).encode()
+        elif config is not None:
+            opts.config_path = _b(config)
+        opts.registry_path = _b(registry)
+        opts.state_dir = _b(state_dir)
+        opts.run_id = _b(run_id)
+        h = ctypes.c_void_p()
+        self._call(self._L.sbx_host_new, ctypes.byref(opts), ctypes.byref(h))
+        self._h = h
+
+    @staticmethod
+    def _call(fn, *args):
+        err = _lib.Error()
+        rc = fn(*args, ctypes.byref(err))
+        if rc != 0:
+            raise from_status(rc, err.message.decode("utf-8", "replace"))
+        return rc
+
+    def close(self):
+        if getattr(self, "_h", None):
+            self._L.sbx_host_free(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def plugins(self) -> List[PluginState]:
+        out = []
+        names = {0: "unloaded", 1: "loaded", 2: "faulty"}
+        for i in range(self._L.sbx_plugin_count(self._h)):
+            info = _lib.init_header(_lib.PluginInfo())
+            self._call(self._L.sbx_plugin_get, self._h, i, ctypes.byref(info))
+            out.append(PluginState(_s(info.alias), _s(info.path), names.get(info.state, "?"),
+                                   _s(info.reason), _s(info.version)))
+        return out
+
+    def create(self, data_source: Optional[str] = None, *, image: Optional[str] = None,
+               labels: Optional[Mapping[str, str]] = None,
+               env: Optional[Mapping[str, str]] = None, ttl: int = 0) -> str:
+        opts = _lib.init_header(_lib.CreateOpts())
+        opts.data_source = _b(data_source)
+        opts.image = _b(image)
+        la, nl = _kv_array(labels)
+        ea, ne = _kv_array(env)
+        opts.labels, opts.n_labels = la, nl
+        opts.env, opts.n_env = ea, ne
+        opts.ttl_seconds = int(ttl)
+        buf = ctypes.create_string_buffer(_lib.ID_MAX)
+        self._call(self._L.sbx_create, self._h, ctypes.byref(opts), buf)
+        return buf.value.decode()
+
+    def destroy(self, sandbox_id: str) -> None:
+        self._call(self._L.sbx_destroy, self._h, _b(sandbox_id))
+
+    def exec(self, sandbox_id: str, command: Union[str, Sequence[str]], *,
+             cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+             timeout: Optional[float] = None, stdin: Optional[bytes] = None,
+             user: Optional[str] = None) -> ExecResult:
+        """Runs a shell string (bash -c) or an argv list. timeout in seconds; None: the
+        config's default; 0: none."""
+        opts = _lib.init_header(_lib.ExecOpts())
+        if isinstance(command, (str, bytes)):
+            opts.shell = _b(command)
+        else:
+            argv = (ctypes.c_char_p * (len(command) + 1))(*[_b(a) for a in command], None)
+            opts.argv = argv
+        opts.cwd = _b(cwd)
+        ea, ne = _kv_array(env)
+        opts.env, opts.n_env = ea, ne
+        if stdin is not None:
+            data = stdin if isinstance(stdin, bytes) else _b(stdin)
+            opts.has_stdin = 1
+            opts.stdin_data = data
+            opts.stdin_len = len(data)
+        opts.timeout = -1.0 if timeout is None else float(timeout)
+        opts.user = _b(user)
+        res = ctypes.POINTER(_lib.ExecResult)()
+        self._call(self._L.sbx_exec, self._h, _b(sandbox_id), ctypes.byref(opts),
+                   ctypes.byref(res))
+        try:
+            r = res.contents
+            out = ctypes.string_at(r.stdout_text, r.stdout_text_len) if r.stdout_text else b""
+            err = ctypes.string_at(r.stderr_text, r.stderr_text_len) if r.stderr_text else b""
+            return ExecResult(
+                exit_code=r.exit_code, signal=r.signal, timed_out=bool(r.timed_out),
+                truncated=bool(r.truncated), duration=r.duration,
+                stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
+                stdout_raw=out, stderr_raw=err,
+                original_stdout_length=r.original_stdout_length,
+                original_stderr_length=r.original_stderr_length,
+                stdout_bytes=r.stdout_bytes, stderr_bytes=r.stderr_bytes,
+                output_dir=_s(r.output_dir), stdout_file=_s(r.stdout_file),
+                stderr_file=_s(r.stderr_file))
+        finally:
+            self._L.sbx_exec_result_free(res)
+
+    def read_file(self, sandbox_id: str, path: str) -> bytes:
+        data, n = ctypes.c_void_p(), ctypes.c_size_t()
+        self._call(self._L.sbx_read_file, self._h, _b(sandbox_id), _b(path),
+                   ctypes.byref(data), ctypes.byref(n))
+        try:
+            return ctypes.string_at(data, n.value) if n.value else b""
+        finally:
+            self._L.sbx_free(data)
+
+    def write_file(self, sandbox_id: str, path: str, data: Union[bytes, str],
+                   mode: int = 0) -> None:
+        raw = data if isinstance(data, bytes) else data.encode()
+        self._call(self._L.sbx_write_file, self._h, _b(sandbox_id), _b(path), raw, len(raw),
+                   mode)
+
+    def stat(self, sandbox_id: str, path: str) -> FileEntry:
+        info = _lib.init_header(_lib.FileInfo())
+        self._call(self._L.sbx_stat, self._h, _b(sandbox_id), _b(path), ctypes.byref(info))
+        return FileEntry(_s(info.name), _lib.FILE_KINDS.get(info.kind, "other"), info.mode,
+                         info.size, info.mtime)
+
+    def list_dir(self, sandbox_id: str, path: str) -> List[FileEntry]:
+        ents, n = ctypes.POINTER(_lib.FileInfo)(), ctypes.c_size_t()
+        self._call(self._L.sbx_list_dir, self._h, _b(sandbox_id), _b(path), ctypes.byref(ents),
+                   ctypes.byref(n))
+        try:
+            return [FileEntry(_s(ents[i].name), _lib.FILE_KINDS.get(ents[i].kind, "other"),
+                              ents[i].mode, ents[i].size, ents[i].mtime) for i in range(n.value)]
+        finally:
+            self._L.sbx_free(ctypes.cast(ents, ctypes.c_void_p))
+
+    def mkdir(self, sandbox_id: str, path: str, parents: bool = True) -> None:
+        self._call(self._L.sbx_mkdir, self._h, _b(sandbox_id), _b(path), int(parents))
+
+    def remove(self, sandbox_id: str, path: str, recursive: bool = False) -> None:
+        self._call(self._L.sbx_remove, self._h, _b(sandbox_id), _b(path), int(recursive))
+
+    def pause(self, sandbox_id: str) -> None:
+        self._call(self._L.sbx_pause, self._h, _b(sandbox_id))
+
+    def resume(self, sandbox_id: str) -> None:
+        self._call(self._L.sbx_resume, self._h, _b(sandbox_id))
+
+    def status(self, sandbox_id: str) -> str:
+        st = ctypes.c_uint32()
+        self._call(self._L.sbx_status, self._h, _b(sandbox_id), ctypes.byref(st))
+        return _lib.STATE_NAMES.get(st.value, "unknown")
+
+
+class AsyncHost:
+    """asyncio API: every call runs on a bounded pool, never on the event loop."""
+
+    def __init__(self, config=None, *, max_workers: int = 64, **kwargs):
+        self.host = Host(config, **kwargs)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
+                                                           thread_name_prefix="sbx")
+
+    async def _run(self, fn, *args, **kwargs):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+
+    async def create(self, *a, **k):
+        return await self._run(self.host.create, *a, **k)
+
+    async def destroy(self, *a, **k):
+        return await self._run(self.host.destroy, *a, **k)
+
+    async def exec(self, *a, **k):
+        return await self._run(self.host.exec, *a, **k)
+
+    async def read_file(self, *a, **k):
+        return await self._run(self.host.read_file, *a, **k)
+
+    async def write_file(self, *a, **k):
+        return await self._run(self.host.write_file, *a, **k)
+
+    async def stat(self, *a, **k):
+        return await self._run(self.host.stat, *a, **k)
+
+    async def list_dir(self, *a, **k):
+        return await self._run(self.host.list_dir, *a, **k)
+
+    async def mkdir(self, *a, **k):
+        return await self._run(self.host.mkdir, *a, **k)
+
+    async def remove(self, *a, **k):
+        return await self._run(self.host.remove, *a, **k)
+
+    async def pause(self, *a, **k):
+        return await self._run(self.host.pause, *a, **k)
+
+    async def resume(self, *a, **k):
+        return await self._run(self.host.resume, *a, **k)
+
+    async def status(self, *a, **k):
+        return await self._run(self.host.status, *a, **k)
+
+    async def aclose(self):
+        self._pool.shutdown(wait=True)
+        self.host.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.aclose()

@@ -1,0 +1,83 @@
+import os
+import unittest
+
+import sbx
+
+LOCAL = {"data_source": {"sandbox": {"type": "local", "timeout": 30}}}
+
+
+class HostTest(unittest.TestCase):
+    def setUp(self):
+        self.host = sbx.Host(LOCAL)
+        self.sid = self.host.create()
+
+    def tearDown(self):
+        self.host.destroy(self.sid)
+        self.host.close()
+
+    def test_id_is_alias_prefixed(self):
+        self.assertTrue(self.sid.startswith("local:"), self.sid)
+
+    def test_shell_and_argv_results(self):
+        r = self.host.exec(self.sid, "echo out; echo err >&2; exit 3")
+        self.assertEqual((r.exit_code, r.stdout, r.stderr), (3, "out\n", "err\n"))
+        self.assertFalse(r.timed_out)
+        self.assertFalse(r.truncated)
+        self.assertEqual(r.original_stdout_length, 4)
+        with open(r.stdout_file, "rb") as f:
+            self.assertEqual(f.read(), b"out\n")
+        r = self.host.exec(self.sid, ["printf", "%s|", "a b", "$HOME"])
+        self.assertEqual(r.stdout, "a b|$HOME|")
+
+    def test_bytes_survive(self):
+        r = self.host.exec(self.sid, ["printf", "\\377\\000x"])
+        self.assertEqual(r.stdout_raw, b"\xff\x00x")
+        self.assertEqual(r.stdout_bytes, 3)
+
+    def test_stdin_env_cwd(self):
+        self.host.mkdir(self.sid, "sub")
+        r = self.host.exec(self.sid, "read v; echo $v-$K; pwd", stdin=b"hello\n",
+                           env={"K": "kv"}, cwd="sub")
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "hello-kv")
+        self.assertTrue(lines[1].endswith("/sub"), lines[1])
+
+    def test_timeout(self):
+        r = self.host.exec(self.sid, "echo before; sleep 30", timeout=0.5)
+        self.assertTrue(r.timed_out)
+        self.assertEqual(r.stdout, "before\n")
+        self.assertLess(r.duration, 1.5)
+
+    def test_files(self):
+        self.host.write_file(self.sid, "d/f.bin", b"\x00\x01\xfe")
+        self.assertEqual(self.host.read_file(self.sid, "d/f.bin"), b"\x00\x01\xfe")
+        st = self.host.stat(self.sid, "d/f.bin")
+        self.assertEqual((st.kind, st.size), ("file", 3))
+        self.assertEqual([e.name for e in self.host.list_dir(self.sid, "d")], ["f.bin"])
+        self.host.remove(self.sid, "d", recursive=True)
+        with self.assertRaises(sbx.PathError):
+            self.host.read_file(self.sid, "d/f.bin")
+        with self.assertRaises(sbx.PathError):
+            self.host.read_file(self.sid, "../../etc/passwd")
+
+    def test_error_mapping(self):
+        with self.assertRaises(sbx.BadId):
+            self.host.exec("no-colon", "true")
+        with self.assertRaises(sbx.PluginError):
+            self.host.exec("nosuchalias:abc", "true")
+        other = self.host.create()
+        self.host.destroy(other)
+        with self.assertRaises(sbx.SandboxNotFound) as cm:
+            self.host.exec(other, "true")
+        self.assertIsInstance(cm.exception, sbx.InfrastructureError)
+        self.assertEqual(cm.exception.name, "SBX_E_NOT_FOUND")
+        self.host.destroy(other)  # already gone: success
+
+    def test_bad_config_names_the_key(self):
+        with self.assertRaises(sbx.ConfigError) as cm:
+            sbx.Host({"data_source": {"sandbox": {"type": "local", "no_such_key": 1}}})
+        self.assertIn("no_such_key", cm.exception.message)
+
+
+if __name__ == "__main__":
+    unittest.main()
