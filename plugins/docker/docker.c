@@ -579,8 +579,9 @@ static int simple_post(dk_state *st, const char *id, const char *op, const char 
 	if (rc == SBX_OK && resp.status >= 400) {
 		char msg[300];
 		sbx__dk_resp_message(&resp, msg, sizeof(msg));
-		/* Pausing a paused container (or resuming a running one) is already done. */
-		if (resp.status != 409 || !strstr(msg, benign))
+		/* Pausing a paused container (or resuming a running one) is already done; Docker
+		 * says so with 409, Podman with 500. */
+		if ((resp.status != 409 && resp.status != 500) || !strstr(msg, benign))
 			rc = sbx__dk_http_error(&resp, op, id, err);
 	}
 	sbx__dk_resp_free(&resp);

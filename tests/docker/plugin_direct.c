@@ -419,9 +419,14 @@ Test(docker_plugin, pause_resume_status_and_destroy_of_a_paused_container)
 	cr_assert_eq(desc.status(state, id, &st, &err), SBX_OK);
 	cr_assert_eq(st, SBX_STATE_RUNNING);
 	cr_assert_eq(desc.pause(state, id, &err), SBX_OK, "pause: %s", err.message);
+	cr_assert_eq(desc.pause(state, id, &err), SBX_OK, "second pause: %s", err.message);
 	cr_assert_eq(desc.status(state, id, &st, &err), SBX_OK);
 	cr_assert_eq(st, SBX_STATE_PAUSED);
+	sbx_exec_request preq = {.shell = "true", .output = sink_fn, .output_ctx = &s};
+	SBX_INIT_HEADER(preq);
+	cr_assert_eq(desc.execute(state, id, &preq, &out, &err), SBX_E_PAUSED, "%s", err.message);
 	cr_assert_eq(desc.resume(state, id, &err), SBX_OK, "resume: %s", err.message);
+	cr_assert_eq(desc.resume(state, id, &err), SBX_OK, "second resume: %s", err.message);
 	run(id, "echo back", NULL, NULL, 0, 0, &s, &out);
 	cr_assert_eq(s.out_len, 5);
 	cr_assert_eq(desc.pause(state, id, &err), SBX_OK);
