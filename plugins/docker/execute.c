@@ -172,11 +172,21 @@ out:
 	return rc;
 }
 
+static int kill_tree(dk_state *st, const char *id, const char *token, sbx_error *err);
+
+/* What to kill when the deadline passes: the container and the exec's marker token. */
+typedef struct kill_target {
+	const char *container;
+	const char *token;
+	int rc;
+	sbx_error err;
+} kill_target;
+
 /* Streams the output of exec_id into d. Returns when the engine closes the stream, when
  * `deadline` (monotonic ms, 0 = none) passes (*expired = 1), or when the exec is seen to have
  * ended while something it left behind still holds the stream open. */
-static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t deadline, int *expired,
-		       sbx_error *err)
+static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t deadline,
+		       kill_target *kt, int *expired, sbx_error *err)
 {
 	char path[160];
 	CURL *e = NULL;
@@ -217,10 +227,15 @@ static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t dead
 			break;
 		int64_t now = now_ms();
 		if (deadline && now >= deadline) {
+			if (*expired || !kt)
+				goto out; /* the drain after the kill is over too */
+			/* Kill first and keep reading, so output written before the kill arrives. */
 			*expired = 1;
-			goto out;
+			kt->rc = kill_tree(st, kt->container, kt->token, &kt->err);
+			deadline = now_ms() + 1000;
+			continue;
 		}
-		if (now >= next_check) {
+		if (now >= next_check && !*expired) {
 			/* A background child may hold the stream after the command ended. */
 			exec_state es = {0};
 			if (exec_inspect(st, exec_id, &es, NULL) == SBX_OK && !es.running) {
@@ -329,7 +344,7 @@ int sbx__dk_run(dk_state *st, const char *id, const char *const *argv, dk_captur
 	if (rc != SBX_OK)
 		return rc;
 	demux d = {.sink = capture_sink, .ctx = cap};
-	rc = exec_stream(st, exec_id, &d, 0, &expired, err);
+	rc = exec_stream(st, exec_id, &d, 0, NULL, &expired, err);
 	if (rc == SBX_OK)
 		rc = exec_wait(st, exec_id, &es, err);
 	cap->exit_code = es.exit_code;
@@ -453,17 +468,20 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 		goto out;
 	demux d = {.sink = req->output, .ctx = req->output_ctx};
 	int64_t deadline = req->timeout_ms ? start + (int64_t)req->timeout_ms : 0;
-	rc = exec_stream(st, exec_id, &d, deadline, &expired, err);
-	if (expired || (rc != SBX_OK && d.sink_rc)) {
-		int krc = kill_tree(st, id, token, expired ? err : NULL);
-		if (expired) {
-			rc = krc;
-			out->timed_out = 1;
-			out->exit_code = -1;
-			out->signal = SIGKILL;
-		} else {
-			host->set_error(err, rc, "docker: exec: output sink refused more output");
-		}
+	kill_target kt = {.container = id, .token = token};
+	rc = exec_stream(st, exec_id, &d, deadline, &kt, &expired, err);
+	if (expired) {
+		rc = kt.rc;
+		if (rc != SBX_OK)
+			host->set_error(err, rc, "%s", kt.err.message);
+		out->timed_out = 1;
+		out->exit_code = -1;
+		out->signal = SIGKILL;
+		goto out;
+	}
+	if (rc != SBX_OK && d.sink_rc) {
+		kill_tree(st, id, token, NULL);
+		host->set_error(err, rc, "docker: exec: the output sink refused more output");
 		goto out;
 	}
 	if (rc != SBX_OK)

@@ -583,3 +583,31 @@ Test(docker_plugin, execs_from_many_threads_share_one_state)
 	}
 	drop(id);
 }
+
+static int refusing_sink(void *ctx, uint32_t stream, const void *data, size_t len)
+{
+	(void)stream;
+	(void)data;
+	*(size_t *)ctx += len;
+	return *(size_t *)ctx > 100000 ? SBX_E_LIMIT : 0;
+}
+
+Test(docker_plugin, a_refusing_sink_stops_the_command_and_returns_its_status)
+{
+	char id[SBX_ID_MAX];
+	sink s;
+	sbx_exec_outcome out = {0};
+	SBX_INIT_HEADER(out);
+	size_t got = 0;
+	sbx_error err = {0};
+	make("t-sink", id, sizeof(id));
+	sbx_exec_request req = {
+	    .shell = "yes sbx-yes-marker", .output = refusing_sink, .output_ctx = &got};
+	SBX_INIT_HEADER(req);
+	cr_assert_eq(desc.execute(state, id, &req, &out, &err), SBX_E_LIMIT, "%s", err.message);
+	run(id, "ps -o args", NULL, NULL, 0, 0, &s, &out);
+	s.out[s.out_len < sizeof(s.out) ? s.out_len : sizeof(s.out) - 1] = '\0';
+	cr_assert(strstr(s.out, "sleep 3600"), "%s", s.out);
+	cr_assert_null(strstr(s.out, "yes sbx-yes-marker"), "survivor: %s", s.out);
+	drop(id);
+}
