@@ -474,6 +474,15 @@ Test(docker_plugin, labels_env_and_cwd_reach_the_container)
 	cr_assert_eq(s.out_len, sizeof(want) - 1, "%.*s", (int)s.out_len, s.out);
 	cr_assert_arr_eq(s.out, want, sizeof(want) - 1);
 	run(id, "id -u", NULL, NULL, 0, 0, &s, &out);
+	cr_assert_eq(s.out_len, 2);
+	cr_assert_arr_eq(s.out, "0\n", 2);
+	sbx_exec_request ureq = {
+	    .shell = "id -u", .user = "nobody", .output = sink_fn, .output_ctx = &s};
+	SBX_INIT_HEADER(ureq);
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(desc.execute(state, id, &ureq, &out, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.out_len, 6, "%.*s", (int)s.out_len, s.out);
+	cr_assert_arr_eq(s.out, "65534\n", 6);
 	drop(id);
 	found = 0;
 	cr_assert_eq(desc.list_by_label(state, "sbx.run", run_label, count_fn, &found, &err),
@@ -609,5 +618,33 @@ Test(docker_plugin, a_refusing_sink_stops_the_command_and_returns_its_status)
 	s.out[s.out_len < sizeof(s.out) ? s.out_len : sizeof(s.out) - 1] = '\0';
 	cr_assert(strstr(s.out, "sleep 3600"), "%s", s.out);
 	cr_assert_null(strstr(s.out, "yes sbx-yes-marker"), "survivor: %s", s.out);
+	drop(id);
+}
+
+Test(docker_plugin, read_only_network_none_and_dropped_caps_apply)
+{
+	load("\"read_only\":true,\"network\":\"none\",\"cap_drop\":[\"NET_RAW\"],"
+	     "\"pids_limit\":64,\"memory_mb\":256,\"cpu\":0.5");
+	char id[SBX_ID_MAX];
+	sink s;
+	sbx_exec_outcome out;
+	make("t-limits", id, sizeof(id));
+	run(id, "touch /work/x", NULL, NULL, 0, 0, &s, &out);
+	cr_assert_neq(out.exit_code, 0, "the root fs is writable");
+	run(id, "cat >/tmp/x && cat /tmp/x", NULL, "in", 2, 0, &s, &out);
+	cr_assert_eq(out.exit_code, 0, "%.*s", (int)s.err_len, s.err);
+	cr_assert_eq(s.out_len, 2);
+	cr_assert_arr_eq(s.out, "in", 2);
+	/* Only the loopback interface: lines of /proc/net/dev after its two header lines. */
+	run(id, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", NULL, NULL, 0, 0, &s, &out);
+	cr_assert_eq(s.out_len, 3, "%.*s", (int)s.out_len, s.out);
+	cr_assert_arr_eq(s.out, "lo\n", 3);
+	/* NET_RAW is capability 13: bit 13 of CapBnd (hex) must be clear. */
+	run(id,
+	    "v=$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status); echo $(( (0x$v >> 13) & 1 "
+	    "))",
+	    NULL, NULL, 0, 0, &s, &out);
+	cr_assert_eq(s.out_len, 2, "%.*s", (int)s.out_len, s.out);
+	cr_assert_arr_eq(s.out, "0\n", 2);
 	drop(id);
 }
