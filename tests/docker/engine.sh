@@ -54,7 +54,13 @@ CONF
 	stop
 	exit 1
 	;;
-stop) stop ;;
+stop)
+	# Containers a failed test left behind (the tests label theirs sbx.owner=docker-test).
+	podman ps -aq --filter label=sbx.owner=docker-test 2>/dev/null | while read -r c; do
+		podman rm -f "$c" >/dev/null 2>&1 || true
+	done
+	stop
+	;;
 *)
 	echo "usage: engine.sh start|stop DIR [IMAGE]" >&2
 	exit 2
