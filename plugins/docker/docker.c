@@ -56,15 +56,16 @@ int sbx__dk_token(char *buf, size_t cap, size_t bytes)
 
 int sbx__dk_id_check(const char *id, const char *op, sbx_error *err)
 {
+	/* Container ids (hex) and names ([a-zA-Z0-9][a-zA-Z0-9_.-]*): nothing that could change
+	 * the meaning of a request path. */
 	size_t n = id ? strlen(id) : 0;
-	int ok = n >= 12 && n <= 64;
+	int ok = n >= 1 && n <= 128 && isalnum((unsigned char)id[0]);
 	for (size_t i = 0; ok && i < n; i++)
-		ok = isdigit((unsigned char)id[i]) || (id[i] >= 'a' && id[i] <= 'f');
+		ok = isalnum((unsigned char)id[i]) || id[i] == '_' || id[i] == '.' || id[i] == '-';
 	if (!ok)
-		return host->set_error(
-		    err, SBX_E_BAD_ID,
-		    "docker: %s: '%.80s' is not a container id (12 to 64 hex digits)", op,
-		    id ? id : "");
+		return host->set_error(err, SBX_E_BAD_ID,
+				       "docker: %s: '%.80s' is not a container id or name", op,
+				       id ? id : "");
 	return SBX_OK;
 }
 

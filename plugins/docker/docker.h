@@ -77,7 +77,7 @@ int sbx__dk_curl_error(dk_state *st, const char *what, CURLcode code, sbx_error 
 /* Write callback appending to a dk_resp. */
 size_t sbx__dk_collect(char *data, size_t size, size_t n, void *ctx);
 
-/* Backend ids are container ids: 12 to 64 lowercase hex digits. */
+/* Backend ids are container ids (or names); anything else is SBX_E_BAD_ID. */
 int sbx__dk_id_check(const char *id, const char *op, sbx_error *err);
 /* The common mapping of an error answer about container `id`. */
 int sbx__dk_http_error(const dk_resp *resp, const char *op, const char *id, sbx_error *err);

@@ -437,7 +437,8 @@ Test(docker_plugin, pause_resume_status_and_destroy_of_a_paused_container)
 	sbx_exec_request req = {.shell = "true", .output = sink_fn, .output_ctx = &s};
 	SBX_INIT_HEADER(req);
 	cr_assert_eq(desc.execute(state, id, &req, &out, &err), SBX_E_NOT_FOUND);
-	cr_assert_eq(desc.destroy(state, "not-an-id", &err), SBX_E_BAD_ID);
+	cr_assert_eq(desc.destroy(state, "../containers", &err), SBX_E_BAD_ID);
+	cr_assert_eq(desc.execute(state, "no-such-sandbox", &req, &out, &err), SBX_E_NOT_FOUND);
 }
 
 static int count_fn(void *ctx, const char *backend_id)
