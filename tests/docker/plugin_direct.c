@@ -649,3 +649,16 @@ Test(docker_plugin, read_only_network_none_and_dropped_caps_apply)
 	cr_assert_arr_eq(s.out, "0\n", 2);
 	drop(id);
 }
+
+Test(docker_plugin, pull_missing_reports_a_failed_pull_by_name)
+{
+	load("\"pull\":\"missing\"");
+	char id[SBX_ID_MAX];
+	sbx_error err = {0};
+	sbx_create_spec spec = {.image = "localhost:1/sbx-no-such-image:1"};
+	SBX_INIT_HEADER(spec);
+	cr_assert_eq(desc.create(state, &spec, id, sizeof(id), &err), SBX_E_BACKEND, "%s",
+		     err.message);
+	cr_assert(strstr(err.message, "pulling image 'localhost:1/sbx-no-such-image:1' failed"),
+		  "%s", err.message);
+}
