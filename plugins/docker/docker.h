@@ -54,6 +54,7 @@ typedef struct dk_resp {
 	size_t len;
 	size_t cap;
 	char *path_stat; /* X-Docker-Container-Path-Stat, if the answer had one */
+	int oom;         /* an allocation for the answer failed */
 } dk_resp;
 
 int sbx__dk_transport_init(dk_state *st, const char *host_key, sbx_error *err);

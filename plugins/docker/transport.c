@@ -105,8 +105,10 @@ size_t sbx__dk_collect(char *data, size_t size, size_t n, void *ctx)
 		while (cap < r->len + add + 1)
 			cap *= 2;
 		char *b = sbx__dk_host->realloc(r->body, cap);
-		if (!b)
+		if (!b) {
+			r->oom = 1;
 			return 0; /* curl reports a write error */
+		}
 		r->body = b;
 		r->cap = cap;
 	}
@@ -130,8 +132,10 @@ static size_t collect_header(char *data, size_t size, size_t n, void *ctx)
 			end--;
 		sbx__dk_host->free(r->path_stat);
 		r->path_stat = sbx__dk_host->alloc(end - off + 1);
-		if (!r->path_stat)
+		if (!r->path_stat) {
+			r->oom = 1;
 			return 0;
+		}
 		memcpy(r->path_stat, data + off, end - off);
 		r->path_stat[end - off] = '\0';
 	}
@@ -205,8 +209,9 @@ int sbx__dk_easy(dk_state *st, const char *method, const char *path, CURL **out,
 	return easy_raw(st, method, vpath, out, err);
 }
 
-static int perform(dk_state *st, CURL *e, const char *method, const char *content_type,
-		   const void *body, size_t len, dk_resp *resp, sbx_error *err)
+static int perform(dk_state *st, CURL *e, const char *method, const char *path,
+		   const char *content_type, const void *body, size_t len, dk_resp *resp,
+		   sbx_error *err)
 {
 	struct curl_slist *hdrs = NULL, *h;
 	int rc = SBX_OK;
@@ -238,8 +243,15 @@ static int perform(dk_state *st, CURL *e, const char *method, const char *conten
 	if (st->request_timeout_ms > 0)
 		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, st->request_timeout_ms);
 	CURLcode c = curl_easy_perform(e);
+	if (c != CURLE_OK && resp->oom) {
+		rc = sbx__dk_host->set_error(err, SBX_E_NOMEM, "docker: out of memory");
+		sbx__dk_resp_free(resp);
+		goto out;
+	}
 	if (c != CURLE_OK) {
-		rc = sbx__dk_curl_error(st, strcmp(method, "GET") ? method : "request", c, err);
+		char what[160];
+		snprintf(what, sizeof(what), "%s %.*s", method, (int)strcspn(path, "?"), path);
+		rc = sbx__dk_curl_error(st, what, c, err);
 		sbx__dk_resp_free(resp);
 		goto out;
 	}
@@ -267,7 +279,7 @@ int sbx__dk_request(dk_state *st, const char *method, const char *path, const ch
 	rc = sbx__dk_easy(st, method, path, &e, err);
 	if (rc != SBX_OK)
 		return rc;
-	rc = perform(st, e, method, content_type, body, len, resp, err);
+	rc = perform(st, e, method, path, content_type, body, len, resp, err);
 	curl_easy_cleanup(e);
 	return rc;
 }
@@ -337,7 +349,7 @@ int sbx__dk_negotiate(dk_state *st, sbx_error *err)
 	rc = easy_raw(st, "GET", "/version", &e, err);
 	if (rc != SBX_OK)
 		goto out;
-	rc = perform(st, e, "GET", NULL, NULL, 0, &resp, err);
+	rc = perform(st, e, "GET", "/version", NULL, NULL, 0, &resp, err);
 	if (rc != SBX_OK)
 		goto out;
 	if (resp.status != 200) {

@@ -119,14 +119,34 @@ static const char *state_dir_fn(void)
 	return "/tmp";
 }
 
+/* A failing allocator: once `fail_after` reaches 0, every allocation fails. */
+static long fail_after = -1;
+static void *test_alloc(size_t n)
+{
+	if (fail_after == 0)
+		return NULL;
+	if (fail_after > 0)
+		fail_after--;
+	return malloc(n);
+}
+
+static void *test_realloc(void *p, size_t n)
+{
+	if (fail_after == 0)
+		return NULL;
+	if (fail_after > 0)
+		fail_after--;
+	return realloc(p, n);
+}
+
 static sbx_host_api api = {
     .struct_size = sizeof(sbx_host_api),
     .abi_major = SBX_ABI_MAJOR,
     .abi_minor = SBX_ABI_MINOR,
     .register_sandbox = reg_fn,
     .log = log_fn,
-    .alloc = malloc,
-    .realloc = realloc,
+    .alloc = test_alloc,
+    .realloc = test_realloc,
     .free = free,
     .set_error = set_error_fn,
     .config_string = cfg_string,
@@ -661,4 +681,46 @@ Test(docker_plugin, pull_missing_reports_a_failed_pull_by_name)
 		     err.message);
 	cr_assert(strstr(err.message, "pulling image 'localhost:1/sbx-no-such-image:1' failed"),
 		  "%s", err.message);
+}
+
+Test(docker_plugin, allocation_failures_in_exec_and_files_are_nomem_not_crashes)
+{
+	char id[SBX_ID_MAX];
+	sink s;
+	make("t-nomem", id, sizeof(id));
+	int saw_nomem = 0, saw_ok = 0;
+	for (long k = 0; k < 40 && !saw_ok; k++) {
+		sbx_exec_request req = {.shell = "echo x",
+					.has_stdin = 1,
+					.stdin_data = "in",
+					.stdin_len = 2,
+					.output = sink_fn,
+					.output_ctx = &s};
+		SBX_INIT_HEADER(req);
+		sbx_exec_outcome out = {0};
+		SBX_INIT_HEADER(out);
+		sbx_error err = {0};
+		memset(&s, 0, sizeof(s));
+		fail_after = k;
+		int rc = desc.execute(state, id, &req, &out, &err);
+		fail_after = -1;
+		cr_assert(rc == SBX_OK || rc == SBX_E_NOMEM, "k=%ld: %d %s", k, rc, err.message);
+		saw_nomem |= rc == SBX_E_NOMEM;
+		saw_ok |= rc == SBX_OK;
+	}
+	cr_assert(saw_nomem && saw_ok);
+	saw_ok = 0;
+	for (long k = 0; k < 40 && !saw_ok; k++) {
+		void *data = NULL;
+		size_t len = 0;
+		sbx_error err = {0};
+		fail_after = k;
+		int rc = desc.read_file(state, id, "/etc/passwd", &data, &len, &err);
+		fail_after = -1;
+		cr_assert(rc == SBX_OK || rc == SBX_E_NOMEM, "k=%ld: %d %s", k, rc, err.message);
+		saw_ok |= rc == SBX_OK;
+		free(data);
+	}
+	cr_assert(saw_ok);
+	drop(id);
 }
