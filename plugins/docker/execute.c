@@ -77,12 +77,23 @@ typedef struct demux {
 	sbx_output_fn sink;
 	void *ctx;
 	int sink_rc;
+	CURL *easy;
+	int checked;        /* the status line has been looked at */
+	dk_resp error_body; /* the answer when it is not a stream (an error) */
 } demux;
 
 static size_t demux_write(char *data, size_t size, size_t n, void *vctx)
 {
 	demux *d = vctx;
 	size_t len = size * n, off = 0;
+	if (!d->checked) {
+		long status = 0;
+		curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &status);
+		d->checked = status == 200 || status == 101 ? 1 : 2;
+	}
+	if (d->checked == 2) /* an error answer, JSON: keep its start for the message */
+		return d->error_body.len > 4096 ? len
+						: sbx__dk_collect(data, size, n, &d->error_body);
 	while (off < len) {
 		if (d->remaining == 0) {
 			size_t take = 8 - d->hdr_len;
@@ -209,6 +220,7 @@ static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t dead
 	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)(sizeof(body) - 1));
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, demux_write);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
+	d->easy = e;
 	/* The stream has no length and ends with the connection: never reuse it. */
 	curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
 	curl_multi_add_handle(m, e);
@@ -271,10 +283,11 @@ static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t dead
 	long status = 0;
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
 	if (status != 200 && status != 101) {
-		dk_resp r = {.status = status};
-		rc = sbx__dk_http_error(&r, "exec", exec_id, err);
+		d->error_body.status = status;
+		rc = sbx__dk_http_error(&d->error_body, "exec", exec_id, err);
 	}
 out:
+	sbx__dk_resp_free(&d->error_body);
 	if (m && e)
 		curl_multi_remove_handle(m, e);
 	curl_easy_cleanup(e);
