@@ -53,8 +53,10 @@ typedef struct dk_resp {
 	char *body;
 	size_t len;
 	size_t cap;
-	char *path_stat; /* X-Docker-Container-Path-Stat, if the answer had one */
-	int oom;         /* an allocation for the answer failed */
+	char *path_stat;      /* X-Docker-Container-Path-Stat, if the answer had one */
+	int oom;              /* an allocation for the answer failed */
+	char api_version[16]; /* Api-Version header (/_ping) */
+	char server[128];     /* Server header */
 } dk_resp;
 
 int sbx__dk_transport_init(dk_state *st, const char *host_key, sbx_error *err);

@@ -118,10 +118,26 @@ size_t sbx__dk_collect(char *data, size_t size, size_t n, void *ctx)
 	return add;
 }
 
+/* Copies the value of header line `data` into buf when its name is `name` (with colon). */
+static void header_value(const char *data, size_t len, const char *name, char *buf, size_t cap)
+{
+	size_t nl = strlen(name);
+	if (len <= nl || strncasecmp(data, name, nl) != 0)
+		return;
+	size_t off = nl, end = len;
+	while (off < len && (data[off] == ' ' || data[off] == '\t'))
+		off++;
+	while (end > off && (data[end - 1] == '\r' || data[end - 1] == '\n'))
+		end--;
+	snprintf(buf, cap, "%.*s", (int)(end - off), data + off);
+}
+
 static size_t collect_header(char *data, size_t size, size_t n, void *ctx)
 {
 	dk_resp *r = ctx;
 	size_t len = size * n;
+	header_value(data, len, "api-version:", r->api_version, sizeof(r->api_version));
+	header_value(data, len, "server:", r->server, sizeof(r->server));
 	static const char name[] = "x-docker-container-path-stat:";
 	if (len > sizeof(name) - 1 && strncasecmp(data, name, sizeof(name) - 1) == 0) {
 		size_t off = sizeof(name) - 1;
@@ -346,26 +362,47 @@ int sbx__dk_negotiate(dk_state *st, sbx_error *err)
 	pthread_mutex_lock(&st->version_lock);
 	if (st->negotiated)
 		goto out;
-	rc = easy_raw(st, "GET", "/version", &e, err);
+	/* /_ping answers with the version in a header at once; Podman's /version takes half a
+	 * second (it asks conmon and the runtime), so it is only the fallback. */
+	rc = easy_raw(st, "GET", "/_ping", &e, err);
 	if (rc != SBX_OK)
 		goto out;
-	rc = perform(st, e, "GET", "/version", NULL, NULL, 0, &resp, err);
+	rc = perform(st, e, "GET", "/_ping", NULL, NULL, 0, &resp, err);
 	if (rc != SBX_OK)
 		goto out;
-	if (resp.status != 200) {
-		char msg[200];
-		sbx__dk_resp_message(&resp, msg, sizeof(msg));
-		rc = sbx__dk_host->set_error(err, SBX_E_BACKEND,
-					     "docker: engine at %s answered /version with %ld: %s",
-					     st->host_desc, resp.status, msg);
-		goto out;
+	const char *server = NULL;
+	char ping_version[16];
+	snprintf(ping_version, sizeof(ping_version), "%s", resp.api_version);
+	snprintf(st->engine, sizeof(st->engine), "%s", resp.server[0] ? resp.server : "unknown");
+	if (resp.status == 200 && ping_version[0]) {
+		server = ping_version;
+	} else {
+		sbx__dk_resp_free(&resp);
+		curl_easy_cleanup(e);
+		e = NULL;
+		if ((rc = easy_raw(st, "GET", "/version", &e, err)) != SBX_OK ||
+		    (rc = perform(st, e, "GET", "/version", NULL, NULL, 0, &resp, err)) != SBX_OK)
+			goto out;
+		if (resp.status != 200) {
+			char msg[200];
+			sbx__dk_resp_message(&resp, msg, sizeof(msg));
+			rc = sbx__dk_host->set_error(
+			    err, SBX_E_BACKEND,
+			    "docker: engine at %s answered /version with %ld: %s", st->host_desc,
+			    resp.status, msg);
+			goto out;
+		}
+		j = json_loadb(resp.body, resp.len, 0, NULL);
+		server = json_string_value(json_object_get(j, "ApiVersion"));
+		const char *ver = json_string_value(json_object_get(j, "Version"));
+		if (ver)
+			snprintf(st->engine, sizeof(st->engine), "%.100s", ver);
 	}
-	j = json_loadb(resp.body, resp.len, 0, NULL);
-	const char *server = json_string_value(json_object_get(j, "ApiVersion"));
 	if (!server || strlen(server) >= sizeof(st->server_version)) {
 		rc = sbx__dk_host->set_error(err, SBX_E_BACKEND,
-					     "docker: engine at %s sent no ApiVersion in /version; "
-					     "is it a Docker Engine API?",
+					     "docker: engine at %s sent no API version in /_ping "
+					     "or /version; is it a Docker "
+					     "Engine API?",
 					     st->host_desc);
 		goto out;
 	}
@@ -374,11 +411,6 @@ int sbx__dk_negotiate(dk_state *st, sbx_error *err)
 		snprintf(st->api_version, sizeof(st->api_version), "%s", server);
 	else
 		snprintf(st->api_version, sizeof(st->api_version), "%s", DK_API_VERSION);
-	const char *name = NULL, *ver = json_string_value(json_object_get(j, "Version"));
-	json_t *comp = json_array_get(json_object_get(j, "Components"), 0);
-	name = json_string_value(json_object_get(comp, "Name"));
-	snprintf(st->engine, sizeof(st->engine), "%.60s %.60s", name ? name : "Docker Engine",
-		 ver ? ver : "?");
 	st->negotiated = 1;
 	sbx__dk_host->log(SBX_LOG_DEBUG, DK_ALIAS, "engine %s, API %s (server %s)", st->engine,
 			  st->api_version, st->server_version);
