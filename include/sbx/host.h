@@ -17,6 +17,12 @@
 extern "C" {
 #endif
 
+/* Everything declared here is libsbx's public interface; the library is built with
+ * -fvisibility=hidden, so these declarations are what it exports. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 typedef struct sbx_host sbx_host;
 
 /* Name ("SBX_E_NOT_FOUND") and message of a status. Unknown codes give "SBX_E_UNKNOWN" and
@@ -241,6 +247,10 @@ typedef void (*sbx_gc_fn)(void *ctx, const char *id, const char *reason, int sta
  * sbx labels that the ledger does not know (through each configured alias's list_by_label).
  * Never touches a sandbox whose owner is alive and whose TTL has not passed. */
 int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
