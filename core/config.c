@@ -3,7 +3,10 @@
  * Shapes accepted: LoongSage's `data_source.sandbox` (defaults) with `data_sources[i].sandbox`
  * overrides, and NexAU's `sandbox_config` block (the defaults). Merge rule: an override's keys
  * replace the defaults' keys of the same name; when the override names another type, the
- * defaults' plugin keys are not inherited (they belong to another backend) but policy keys are. */
+ * defaults' plugin keys are not inherited (they belong to another backend) but policy keys are.
+ * `type: none`, an empty type or an empty `sandbox:` means no sandbox. A data source may carry
+ * name, sandbox, path, weight and metadata (the host reads name and sandbox); any other key is
+ * an error. A null policy value keeps the default. */
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
@@ -350,6 +353,16 @@ static int type_alias(const sbx__node *v, char **alias, sbx_error *err)
 /* Applies one sandbox block over ds (which may already hold inherited values). */
 static int apply_block(sbx__data_source *ds, const sbx__node *block, sbx_error *err)
 {
+	if (is_null(block)) {
+		/* `sandbox:` left empty: no sandbox, like `type: none`. */
+		sbx__free(ds->alias);
+		ds->alias = NULL;
+		sbx__node_free(ds->keys);
+		ds->keys = NULL;
+		if (new_map(block->file, block->line, &ds->keys) != SBX_OK)
+			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		return SBX_OK;
+	}
 	if (block->kind != SBX__NODE_MAP)
 		return sbx__set_error(err, SBX_E_CONFIG,
 				      "%s:%d: a sandbox block must be a mapping with at least "
@@ -600,9 +613,13 @@ int sbx__config_find(const sbx__config *cfg, const char *name_or_index,
 		}
 		snprintf(names + used, sizeof(names) - used, ", %s", cfg->sources[i].name);
 	}
+	if (cfg->n == 0)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "unknown data source '%.100s'; configured: default",
+				      name_or_index);
 	return sbx__set_error(err, SBX_E_CONFIG,
 			      "unknown data source '%.100s'; configured: %s (or an index 0..%zu)",
-			      name_or_index, names, cfg->n ? cfg->n - 1 : 0);
+			      name_or_index, names, cfg->n - 1);
 }
 
 static const char *type_name(uint32_t t)

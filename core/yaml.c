@@ -411,26 +411,21 @@ static int is_number(const char *s)
 /* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid. */
 static size_t utf8_len(const unsigned char *p)
 {
-	if (p[0] < 0x80)
-		return 1;
-	size_t n;
-	unsigned min;
-	unsigned cp;
-	if ((p[0] & 0xE0) == 0xC0) {
-		n = 2, min = 0x80, cp = p[0] & 0x1Fu;
-	} else if ((p[0] & 0xF0) == 0xE0) {
-		n = 3, min = 0x800, cp = p[0] & 0x0Fu;
-	} else if ((p[0] & 0xF8) == 0xF0) {
-		n = 4, min = 0x10000, cp = p[0] & 0x07u;
-	} else {
-		return 0;
-	}
+	static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+	size_t n = p[0] < 0x80             ? 1
+		   : (p[0] & 0xE0) == 0xC0 ? 2
+		   : (p[0] & 0xF0) == 0xE0 ? 3
+		   : (p[0] & 0xF8) == 0xF0 ? 4
+					   : 0;
+	if (n <= 1)
+		return n;
+	unsigned cp = p[0] & (0x7Fu >> n);
 	for (size_t i = 1; i < n; i++) {
 		if ((p[i] & 0xC0) != 0x80)
 			return 0;
 		cp = (cp << 6) | (p[i] & 0x3Fu);
 	}
-	if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+	if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
 		return 0;
 	return n;
 }

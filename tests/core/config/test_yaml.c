@@ -117,6 +117,12 @@ Test(yaml, json_escapes_quotes_backslashes_controls_and_bad_utf8)
 	json_is(sbx__node_get(root, "s"), "\"q\\\"b\\\\s\\tt\\nn\\u001f\xc3\xa9\"");
 	json_is(sbx__node_get(root, "b"), "\"a\\ufffdb\xc3\xa9\\u0001\"");
 	sbx__node_free(root);
+	/* Overlong forms and surrogates are invalid too, one U+FFFD per byte. */
+	setenv("SBX_TEST_BYTES", "\xc0\xaf|\xed\xa0\x80|\xf0\x9f\x98\x80", 1);
+	root = load("b: ${env.SBX_TEST_BYTES}\n", 1);
+	json_is(sbx__node_get(root, "b"),
+		"\"\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\xf0\x9f\x98\x80\"");
+	sbx__node_free(root);
 	unsetenv("SBX_TEST_BYTES");
 }
 
