@@ -235,6 +235,8 @@ static size_t count_procs(const char *path)
 
 int sbx__local_cg_kill(const local_state *st, const char *path)
 {
+	if (count_procs(path) == 0)
+		return 0; /* the usual case: the command left nothing behind */
 	if (st->kill_mechanism == LOCAL_KILL_CGROUP_V2) {
 		write_file(path, "cgroup.kill", "1");
 	} else {

@@ -231,17 +231,26 @@ static int kill_descendants(void)
 	return killed;
 }
 
-static void close_others(const int *keep, size_t n_keep)
+static void close_others(int *keep, size_t n_keep)
 {
-	int maxfd = (int)sysconf(_SC_OPEN_MAX);
-	if (maxfd < 0 || maxfd > 65536)
-		maxfd = 65536;
-	for (int fd = 3; fd < maxfd; fd++) {
-		int k = 0;
-		for (size_t i = 0; i < n_keep; i++)
-			k |= keep[i] == fd;
-		if (!k && fcntl(fd, F_GETFD) >= 0)
-			close(fd);
+	/* Sort the few fds to keep, then close every gap between them. */
+	for (size_t i = 1; i < n_keep; i++)
+		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	unsigned lo = 3;
+	for (size_t i = 0; i <= n_keep; i++) {
+		unsigned hi = i < n_keep ? (unsigned)keep[i] : ~0u;
+		if (i < n_keep && keep[i] < 3)
+			continue;
+		if (hi > lo && syscall(SYS_close_range, lo, hi - 1, 0) != 0) {
+			for (unsigned fd = lo; fd < hi && fd < 65536; fd++)
+				close((int)fd);
+		}
+		if (i < n_keep)
+			lo = (unsigned)keep[i] + 1;
 	}
 }
 
@@ -791,41 +800,63 @@ out:
 	return rc;
 }
 
+/* Reads /proc/<pid>/environ; 1 when it holds `tag`. */
+static int has_tag(const char *pid, const char *tag, char **buf, size_t *cap)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "/proc/%s/environ", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t used = 0;
+	for (;;) {
+		if (used + 1 >= *cap) {
+			size_t nc = *cap ? *cap * 2 : 65536;
+			char *nb = nc <= (1u << 22) ? realloc(*buf, nc) : NULL;
+			if (!nb)
+				break;
+			*buf = nb;
+			*cap = nc;
+		}
+		ssize_t r = read(fd, *buf + used, *cap - 1 - used);
+		if (r <= 0)
+			break;
+		used += (size_t)r;
+	}
+	close(fd);
+	if (!*buf)
+		return 0;
+	(*buf)[used] = '\0';
+	for (size_t i = 0; i < used; i += strlen(*buf + i) + 1)
+		if (strcmp(*buf + i, tag) == 0)
+			return 1;
+	return 0;
+}
+
 void sbx__local_kill_tagged(const char *id)
 {
 	char tag[64];
 	int tn = snprintf(tag, sizeof(tag), TAG_ENV "=%s", id);
 	if (tn < 0 || (size_t)tn >= sizeof(tag))
 		return;
+	char *buf = NULL;
+	size_t cap = 0;
 	for (int round = 0; round < 3; round++) {
 		DIR *d = opendir("/proc");
 		if (!d)
-			return;
+			break;
 		int found = 0;
 		struct dirent *e;
 		while ((e = readdir(d))) {
 			if (e->d_name[0] < '1' || e->d_name[0] > '9')
 				continue;
-			char path[300];
-			snprintf(path, sizeof(path), "/proc/%s/environ", e->d_name);
-			int fd = open(path, O_RDONLY | O_CLOEXEC);
-			if (fd < 0)
+			if (!has_tag(e->d_name, tag, &buf, &cap))
 				continue;
-			static __thread char buf[65536];
-			ssize_t n = read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-			if (n <= 0)
-				continue;
-			buf[n] = '\0';
-			for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
-				if (strcmp(buf + i, tag) == 0) {
-					char *end;
-					long pid = strtol(e->d_name, &end, 10);
-					if (pid > 1 && pid != getpid())
-						kill((pid_t)pid, SIGKILL);
-					found = 1;
-					break;
-				}
+			char *end;
+			long pid = strtol(e->d_name, &end, 10);
+			if (pid > 1 && pid != getpid()) {
+				kill((pid_t)pid, SIGKILL);
+				found = 1;
 			}
 		}
 		closedir(d);
@@ -834,4 +865,5 @@ void sbx__local_kill_tagged(const char *id)
 		struct timespec ts = {0, 5000000};
 		nanosleep(&ts, NULL);
 	}
+	free(buf);
 }

@@ -206,7 +206,10 @@ static void fill_info(sbx_file_info *info, const struct stat *sb, const char *na
 	info->mode = (uint32_t)(sb->st_mode & 07777);
 	info->size = (uint64_t)sb->st_size;
 	info->mtime = (int64_t)sb->st_mtime;
-	snprintf(info->name, sizeof(info->name), "%s", name);
+	/* Names longer than the field (255 bytes is also the kernel's limit) are cut. */
+	size_t n = strnlen(name, sizeof(info->name) - 1);
+	memcpy(info->name, name, n);
+	info->name[n] = '\0';
 }
 
 int sbx__local_read_file(void *state, const char *id, const char *path, void **data, size_t *len,

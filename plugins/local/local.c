@@ -179,7 +179,8 @@ static int local_destroy(void *state, const char *id, sbx_error *err)
 		sbx__local_cg_kill(st, cg);
 		sbx__local_cg_remove(cg);
 	}
-	sbx__local_kill_tagged(id);
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
+		sbx__local_kill_tagged(id); /* no cgroup: find its processes by their tag */
 	int e = sbx__local_rmtree(dir);
 	if (e != 0)
 		return H->set_error(err, SBX_E_IO, "local: destroy: cannot remove %s: %s", dir,

@@ -13,6 +13,7 @@
  *
  * Every case runs in a fresh sandbox that the fixture creates and destroys. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -440,4 +441,61 @@ CASE(destroy_twice)
 	cr_assert_eq(rc, SBX_E_NOT_FOUND, "exec after destroy gave %s: %s", sbx_status_name(rc),
 		     err.message);
 	id[0] = '\0';
+}
+
+/* Many threads at once on one sandbox: each gets its own output, and no call waits on pipes
+ * another thread's command holds. */
+#define N_THREADS 8
+#define N_EXECS   4
+
+typedef struct worker {
+	int index;
+	int failures;
+	double longest;
+	char first_bad[1200];
+} worker;
+
+static void *work(void *arg)
+{
+	worker *w = arg;
+	for (int k = 0; k < N_EXECS; k++) {
+		char cmd[128], want[64];
+		snprintf(cmd, sizeof(cmd), "echo t%d-%d; %s", w->index, k,
+			 k % 2 ? "sleep 0.2 & true" : "true");
+		snprintf(want, sizeof(want), "t%d-%d\n", w->index, k);
+		sbx_exec_opts o = {.shell = cmd, .timeout = 30};
+		SBX_INIT_HEADER(o);
+		sbx_exec_result *r = NULL;
+		sbx_error e = {0};
+		double t0 = now_s();
+		int rc = sbx_exec(host, id, &o, &r, &e);
+		double took = now_s() - t0;
+		if (took > w->longest)
+			w->longest = took;
+		if (rc != SBX_OK || r->exit_code != 0 || strcmp(r->stdout_text, want) != 0) {
+			if (!w->failures++)
+				snprintf(w->first_bad, sizeof(w->first_bad),
+					 "%s: rc %d, %.300s, out %.300s", cmd, rc, e.message,
+					 r ? r->stdout_text : "");
+		}
+		sbx_exec_result_free(r);
+	}
+	return NULL;
+}
+
+CASE(concurrent_execs)
+{
+	pthread_t t[N_THREADS];
+	worker w[N_THREADS];
+	for (int i = 0; i < N_THREADS; i++) {
+		w[i] = (worker){.index = i};
+		cr_assert_eq(pthread_create(&t[i], NULL, work, &w[i]), 0);
+	}
+	for (int i = 0; i < N_THREADS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < N_THREADS; i++) {
+		cr_assert_eq(w[i].failures, 0, "%s", w[i].first_bad);
+		/* A background sleep of 0.2 s never holds the call past its command. */
+		cr_assert_lt(w[i].longest, 10.0, "an exec took %.3f s", w[i].longest);
+	}
 }
