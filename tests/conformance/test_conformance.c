@@ -11,6 +11,10 @@
  *                           or spaces (e.g. "files_escape_refused,signal_death").
  *   SBX_CONFORMANCE_SLACK   seconds a timed-out call may take beyond its timeout (default 1).
  *
+ * Cases: echo, exit_codes, signal_death, argv, cwd_env, stdin_read, heredoc_quotes,
+ * bytes_preserved, output_100mb, truncation_exact, timeout_kills_escapees, background_holder,
+ * files_ops, files_escape_refused, destroy_twice, concurrent_execs, pause_resume.
+ *
  * Every case runs in a fresh sandbox that the fixture creates and destroys. */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -498,4 +502,18 @@ CASE(concurrent_execs)
 		/* A background sleep of 0.2 s never holds the call past its command. */
 		cr_assert_lt(w[i].longest, 10.0, "an exec took %.3f s", w[i].longest);
 	}
+}
+
+CASE(pause_resume)
+{
+	cr_assert_eq(sbx_pause(host, id, &err), SBX_OK, "%s", err.message);
+	uint32_t state = 0;
+	cr_assert_eq(sbx_status(host, id, &state, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(state, SBX_STATE_PAUSED);
+	cr_assert_eq(sbx_resume(host, id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_status(host, id, &state, &err), SBX_OK);
+	cr_assert_eq(state, SBX_STATE_RUNNING);
+	sbx_exec_result *r = sh("echo awake");
+	expect_out(r, "awake\n", 0);
+	sbx_exec_result_free(r);
 }

@@ -144,7 +144,12 @@ static void load(const char *mechanism)
 	cr_assert_str_eq(desc.alias, "local");
 	cr_assert(desc.flags & SBX_PLUGIN_THREAD_SAFE);
 	sbx_config cfg = {.keys = {"kill_mechanism"}, .values = {mechanism}, .n = 1};
-	cr_assert_eq(desc.init(&cfg, &state, &err), SBX_OK, "%s", err.message);
+	int rc = desc.init(&cfg, &state, &err);
+	if (rc == SBX_E_CONFIG && strcmp(mechanism, "auto") != 0) {
+		dlclose(dl);
+		cr_skip_test("%s", err.message); /* that mechanism is not available here */
+	}
+	cr_assert_eq(rc, SBX_OK, "%s", err.message);
 }
 
 static void unload(void)
