@@ -30,6 +30,9 @@ typedef struct rollout {
 	task *tasks;
 	size_t n, next, done, ok, failed, infra;
 	pthread_mutex_t lock;
+	pthread_cond_t freed; /* signalled when a worker stops holding a sandbox slot */
+	size_t holding;       /* workers between their create attempt and their delete */
+	uint64_t generation;  /* bumped with every signal of `freed` */
 	FILE *out;
 	int progress;
 	double started;
@@ -40,6 +43,37 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* What is wrong with one entry of 'commands', or NULL. */
+static const char *command_problem(json_t *v)
+{
+	if (json_is_string(v))
+		return NULL;
+	if (!json_is_object(v))
+		return "each command must be a string or an object with 'cmd' or 'argv'";
+	json_t *cmd = json_object_get(v, "cmd"), *argv = json_object_get(v, "argv");
+	json_t *timeout = json_object_get(v, "timeout"), *cwd = json_object_get(v, "cwd");
+	json_t *env = json_object_get(v, "env");
+	if (!json_is_string(cmd) == !json_is_array(argv))
+		return "a command object needs exactly one of 'cmd' (a string) or 'argv' (a list)";
+	if (argv && json_array_size(argv) == 0)
+		return "'argv' must not be empty";
+	size_t i;
+	json_t *a;
+	json_array_foreach(argv, i, a) if (!json_is_string(a)) return "'argv' must hold strings";
+	if (timeout && !(json_is_number(timeout) && json_number_value(timeout) >= 0))
+		return "a command's 'timeout' must be a number of seconds >= 0";
+	if (cwd && !json_is_string(cwd))
+		return "a command's 'cwd' must be a string";
+	if (env && !json_is_object(env))
+		return "a command's 'env' must be an object {NAME: value}";
+	const char *k;
+	json_object_foreach(env, k,
+			    a) if (!json_is_string(a)) return "'env' values must be strings";
+	if (env && json_object_size(env) > 64)
+		return "a command's 'env' holds at most 64 variables";
+	return NULL;
 }
 
 /* Checks one task line; on error prints "TASKS:LINE: message" and returns nonzero. */
@@ -67,8 +101,11 @@ static int validate(json_t *t, const char *file, size_t line)
 		why = "'image' must be a string";
 	else if (meta && !json_is_object(meta))
 		why = "'metadata' must be an object";
-	else if (timeout && !json_is_number(timeout))
-		why = "'timeout' must be a number of seconds";
+	else if (timeout && !(json_is_number(timeout) && json_number_value(timeout) >= 0))
+		why = "'timeout' must be a number of seconds >= 0";
+	else if (meta && json_object_get(meta, "docker_image") &&
+		 !json_is_string(json_object_get(meta, "docker_image")))
+		why = "'metadata.docker_image' must be a string";
 	const char *key;
 	json_t *v;
 	if (!why && files) {
@@ -78,13 +115,9 @@ static int validate(json_t *t, const char *file, size_t line)
 	size_t i;
 	json_array_foreach(why ? NULL : cmds, i, v)
 	{
-		if (json_is_string(v))
-			continue;
-		json_t *cmd = json_object_get(v, "cmd"), *argv = json_object_get(v, "argv");
-		if (!json_is_object(v) || (!json_is_string(cmd) == !json_is_array(argv))) {
-			why = "each command must be a string or an object with 'cmd' or 'argv'";
+		why = command_problem(v);
+		if (why)
 			break;
-		}
 	}
 	if (!why)
 		return 0;
@@ -92,10 +125,46 @@ static int validate(json_t *t, const char *file, size_t line)
 	return 1;
 }
 
+static void release_slot_locked(rollout *ro)
+{
+	ro->holding--;
+	ro->generation++;
+	pthread_cond_broadcast(&ro->freed);
+}
+
 static json_t *infra(const char *stage, int status, const sbx_error *err)
 {
 	return json_pack("{s:s,s:s,s:s}", "stage", stage, "status", sbx_status_name(status),
 			 "message", err->message[0] ? err->message : sbx_status_message(status));
+}
+
+/* The host refuses a create past a data source's max_concurrency (SBX_E_LIMIT) instead of
+ * queueing it, so the rollout queues: wait until another worker of this rollout gives its
+ * sandbox back, then retry. When no other worker holds one the limit is not ours to wait out
+ * (another process, or a cap of 0) and the task gets the error. */
+static int create_queued(rollout *ro, const sbx_create_opts *co, char id[SBX_ID_MAX],
+			 double *queued, sbx_error *err)
+{
+	double t0 = now();
+	pthread_mutex_lock(&ro->lock);
+	ro->holding++;
+	for (;;) {
+		uint64_t gen = ro->generation;
+		pthread_mutex_unlock(&ro->lock);
+		memset(err, 0, sizeof(*err));
+		double t1 = now();
+		int st = sbx_create(ro->host, co, id, err);
+		pthread_mutex_lock(&ro->lock);
+		*queued = t1 - t0;
+		if (st != SBX_E_LIMIT || ro->holding <= 1) {
+			if (st != SBX_OK)
+				release_slot_locked(ro);
+			pthread_mutex_unlock(&ro->lock);
+			return st;
+		}
+		while (gen == ro->generation)
+			pthread_cond_wait(&ro->freed, &ro->lock);
+	}
 }
 
 static void run_task(rollout *ro, task *t)
@@ -125,8 +194,9 @@ static void run_task(rollout *ro, task *t)
 	sbx_error err = {0};
 	char id[SBX_ID_MAX] = "";
 	json_t *infra_err = NULL;
-	int st = sbx_create(ro->host, &co, id, &err);
-	double t_create = now() - t0;
+	double t_queued = 0;
+	int st = create_queued(ro, &co, id, &t_queued, &err);
+	double t_create = now() - t0 - t_queued;
 	int all_ok = st == SBX_OK;
 	if (st != SBX_OK)
 		infra_err = infra("create", st, &err);
@@ -160,7 +230,14 @@ static void run_task(rollout *ro, task *t)
 			json_t *av = json_object_get(v, "argv");
 			if (av) {
 				argv = calloc(json_array_size(av) + 1, sizeof(*argv));
-				for (size_t k = 0; argv && k < json_array_size(av); k++)
+				if (!argv) {
+					snprintf(err.message, sizeof(err.message),
+						 "rollout: out of memory for an argv");
+					infra_err = infra("exec", SBX_E_NOMEM, &err);
+					all_ok = 0;
+					break;
+				}
+				for (size_t k = 0; k < json_array_size(av); k++)
 					argv[k] = json_string_value(json_array_get(av, k));
 				eo.argv = argv;
 			}
@@ -211,13 +288,17 @@ static void run_task(rollout *ro, task *t)
 			infra_err = infra("delete", dst, &derr);
 			all_ok = 0;
 		}
+		pthread_mutex_lock(&ro->lock);
+		release_slot_locked(ro);
+		pthread_mutex_unlock(&ro->lock);
 	}
 	json_object_set_new(res, "sandbox_id", id[0] ? json_string(id) : json_null());
 	json_object_set_new(res, "ok", json_boolean(all_ok && !infra_err));
 	json_object_set_new(res, "infra_error", infra_err ? infra_err : json_null());
 	json_object_set_new(res, "commands", cmds);
 	json_object_set_new(res, "timings",
-			    json_pack("{s:f,s:f}", "create", t_create, "total", now() - t0));
+			    json_pack("{s:f,s:f,s:f}", "queued", t_queued, "create", t_create,
+				      "total", now() - t0));
 	t->result = res;
 	pthread_mutex_lock(&ro->lock);
 	ro->done++;
@@ -293,6 +374,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	}
 	rollout ro = {0};
 	pthread_mutex_init(&ro.lock, NULL);
+	pthread_cond_init(&ro.freed, NULL);
 	size_t cap = 0, lineno = 0;
 	char *line = NULL;
 	size_t lcap = 0;
@@ -377,6 +459,7 @@ out:
 		json_decref(ro.tasks[i].spec);
 	free(ro.tasks);
 	sbx_host_free(ro.host);
+	pthread_cond_destroy(&ro.freed);
 	pthread_mutex_destroy(&ro.lock);
 	return rc;
 }
