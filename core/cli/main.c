@@ -136,7 +136,7 @@ json_t *cli_json_bytes(const char *data, size_t len)
 
 void cli_print_json(json_t *v)
 {
-	char *s = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII);
+	char *s = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9));
 	if (s) {
 		fputs(s, stdout);
 		fputc('\n', stdout);

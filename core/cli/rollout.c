@@ -13,12 +13,28 @@
 
 static const char rollout_usage[] =
     "usage: sbx rollout [--config FILE] [--output RESULTS.jsonl] [--concurrency N] TASKS.jsonl\n"
-    "Each line of TASKS is an object: id, optional data_source (name or index), optional\n"
-    "image (or metadata.docker_image), commands (shell strings, or objects with cmd or argv\n"
-    "and optional timeout, cwd, env), optional files ({path: content}) written first and an\n"
-    "optional timeout for every command. Results go to --output (default stdout), one line\n"
-    "per task; a summary goes to stderr. Exit status 0 when no task met an infrastructure\n"
-    "error, 1 otherwise, 2 for bad input.\n";
+    "Runs each task of TASKS (JSONL, '-' for stdin) in its own sandbox: create, write its\n"
+    "files, run its commands in order (all of them, whatever their exit codes), delete the\n"
+    "sandbox, on every path. A task line is an object with:\n"
+    "  id           string or integer, unique in the file (required)\n"
+    "  commands     list of shell strings, or objects {cmd | argv, timeout, cwd, env}\n"
+    "  data_source  name or index of a configured data source (default: the data_source block)\n"
+    "  image        image for the sandbox (also read from metadata.docker_image)\n"
+    "  files        {path: content} written before the first command\n"
+    "  timeout      seconds for each command (default: the data source's timeout)\n"
+    "The whole file is checked before anything runs; errors name FILE:LINE.\n"
+    "  --output FILE     results, one JSON line per task as it finishes (default stdout):\n"
+    "                    id, data_source, sandbox_id, ok, infra_error {stage, status,\n"
+    "                    message} (null unless sbx or the backend failed), commands (each\n"
+    "                    with the fields of 'sbx exec --json' and its command; the per-call\n"
+    "                    files go with the sandbox, so their paths are null), timings {queued,\n"
+    "                    create, total} in seconds\n"
+    "  --concurrency N   worker threads (default 8). Each data source's max_concurrency\n"
+    "                    still holds: a create past it waits for another task's delete.\n"
+    "Progress goes to stderr when it is a terminal, then a summary line. An interrupt\n"
+    "(SIGINT/SIGTERM) starts no new task or command and deletes the running tasks'\n"
+    "sandboxes; a second one aborts. Exit status 0 when no task met an infrastructure\n"
+    "error, 1 otherwise, 130 when interrupted, 2 for bad input.\n";
 
 typedef struct task {
 	json_t *spec;
@@ -37,6 +53,21 @@ typedef struct rollout {
 	int progress;
 	double started;
 } rollout;
+
+/* Set by the first SIGINT/SIGTERM: workers start no new task and run no further command, but
+ * still delete their sandboxes. The handler resets itself, so a second signal kills at once
+ * (the ledger then lets `sbx gc` reap what was left). */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	static const char msg[] = "\nrollout: interrupted: finishing the running commands and "
+				  "deleting their sandboxes (interrupt again to abort)\n";
+	(void)sig;
+	interrupted = 1;
+	ssize_t w = write(2, msg, sizeof(msg) - 1); /* async-signal-safe */
+	(void)w;
+}
 
 static double now(void)
 {
@@ -132,6 +163,31 @@ static void release_slot_locked(rollout *ro)
 	pthread_cond_broadcast(&ro->freed);
 }
 
+/* Records the id of task `t` in `seen` (id -> line); prints an error and returns nonzero when
+ * an earlier line has the same id, since results are matched to tasks by id. */
+static int seen_before(json_t *seen, json_t *t, const char *file, size_t line)
+{
+	json_t *id = json_object_get(t, "id");
+	/* '#' for integers and '$' for strings keep 7 and "7" distinct. */
+	json_t *key = json_is_integer(id) ? json_sprintf("#%lld", (long long)json_integer_value(id))
+					  : json_sprintf("$%s", json_string_value(id));
+	if (!key) {
+		fprintf(stderr, "sbx: rollout: %s:%zu: out of memory\n", file, line);
+		return 1;
+	}
+	const char *k = json_string_value(key);
+	json_t *prev = json_object_get(seen, k);
+	int bad = prev != NULL;
+	if (bad)
+		fprintf(stderr, "sbx: rollout: %s:%zu: id %s%s%s repeats line %lld\n", file, line,
+			*k == '$' ? "'" : "", k + 1, *k == '$' ? "'" : "",
+			(long long)json_integer_value(prev));
+	else if (json_object_set_new(seen, k, json_integer((json_int_t)line)) != 0)
+		bad = 1;
+	json_decref(key);
+	return bad;
+}
+
 static json_t *infra(const char *stage, int status, const sbx_error *err)
 {
 	return json_pack("{s:s,s:s,s:s}", "stage", stage, "status", sbx_status_name(status),
@@ -218,6 +274,13 @@ static void run_task(rollout *ro, task *t)
 	size_t i;
 	json_array_foreach(infra_err ? NULL : json_object_get(spec, "commands"), i, v)
 	{
+		if (interrupted) {
+			snprintf(err.message, sizeof(err.message),
+				 "rollout: interrupted before command %zu", i + 1);
+			infra_err = infra("exec", SBX_E_CANCELLED, &err);
+			all_ok = 0;
+			break;
+		}
 		sbx_exec_opts eo = {0};
 		SBX_INIT_HEADER(eo);
 		eo.timeout = dflt_timeout;
@@ -308,7 +371,7 @@ static void run_task(rollout *ro, task *t)
 		ro->ok++;
 	else
 		ro->failed++;
-	char *line = json_dumps(res, JSON_COMPACT | JSON_ENSURE_ASCII);
+	char *line = json_dumps(res, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9));
 	if (line) {
 		fprintf(ro->out, "%s\n", line);
 		fflush(ro->out);
@@ -327,7 +390,7 @@ static void *worker(void *arg)
 	rollout *ro = arg;
 	for (;;) {
 		pthread_mutex_lock(&ro->lock);
-		size_t i = ro->next < ro->n ? ro->next++ : ro->n;
+		size_t i = ro->next < ro->n && !interrupted ? ro->next++ : ro->n;
 		pthread_mutex_unlock(&ro->lock);
 		if (i >= ro->n)
 			return NULL;
@@ -380,6 +443,13 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	size_t lcap = 0;
 	int bad = 0;
 	ssize_t got;
+	json_t *seen = json_object();
+	if (!seen) {
+		fprintf(stderr, "sbx: rollout: out of memory\n");
+		if (in != stdin)
+			fclose(in);
+		return CLI_INFRA;
+	}
 	while ((got = getline(&line, &lcap, in)) >= 0) {
 		lineno++;
 		size_t k = 0;
@@ -395,7 +465,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 			bad = 1;
 			continue;
 		}
-		if (validate(t, tasks_path, lineno)) {
+		if (validate(t, tasks_path, lineno) || seen_before(seen, t, tasks_path, lineno)) {
 			json_decref(t);
 			bad = 1;
 			continue;
@@ -415,6 +485,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		ro.n++;
 	}
 	free(line);
+	json_decref(seen);
 	if (in != stdin)
 		fclose(in);
 	int rc = CLI_OK;
@@ -432,6 +503,13 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		goto out;
 	}
 	ro.progress = isatty(2);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = (int)SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	ro.started = now();
 	size_t nthreads = (size_t)conc < ro.n ? (size_t)conc : ro.n;
 	pthread_t *th = calloc(nthreads ? nthreads : 1, sizeof(*th));
@@ -454,6 +532,11 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	if (output)
 		fclose(ro.out);
 	rc = ro.infra ? CLI_FAIL : CLI_OK;
+	if (interrupted) {
+		fprintf(stderr, "rollout: interrupted: %zu of %zu tasks not started\n",
+			ro.n - ro.next, ro.n);
+		rc = 128 + SIGINT;
+	}
 out:
 	for (size_t i = 0; i < ro.n; i++)
 		json_decref(ro.tasks[i].spec);

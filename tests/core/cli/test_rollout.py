@@ -2,9 +2,12 @@
 under max_concurrency, and the shipped example on `local` when it is built."""
 import json
 import os
+import signal
+import subprocess
+import time
 import unittest
 
-from clitest import (BUILD_REGISTRY, SOURCE_DIR, TMP, local_available, local_config, ok_config,
+from clitest import (BUILD_REGISTRY, SBX, SOURCE_DIR, TMP, local_available, local_config, ok_config,
                      run, write)
 
 
@@ -47,6 +50,16 @@ class Validation(unittest.TestCase):
             tasks = write("one.jsonl", json.dumps(task) + "\n")
             rc, out, err = run("rollout", "--config", ok_config(), tasks)
             self.assertEqual((rc, out, err), (2, "", "sbx: rollout: %s:1: %s\n" % (tasks, why)))
+
+    def test_duplicate_ids_are_refused(self):
+        tasks = write("dup.jsonl", "".join(json.dumps({"id": i, "commands": []}) + "\n"
+                                           for i in ["a", 7, "7", "a", 7]))
+        rc, out, err = run("rollout", "--config", ok_config(), tasks)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertEqual(err.splitlines(), [
+            "sbx: rollout: %s:4: id 'a' repeats line 1" % tasks,
+            "sbx: rollout: %s:5: id 7 repeats line 2" % tasks,
+        ])
 
     def test_usage(self):
         rc, _, err = run("rollout", "--config", ok_config())
@@ -140,7 +153,7 @@ class Local(unittest.TestCase):
         self.assertRegex(err, r"^rollout: 10 tasks: 8 ok, 2 with failing commands, 0 "
                          r"infrastructure errors; ")
         rows = rows_of(out_path)
-        self.assertEqual(rows["files"]["commands"][1]["stdout"], "hi from a file\n")
+        self.assertEqual(rows["files"]["commands"][1]["stdout"], "print('hi from a file')\n")
         self.assertEqual([c["exit_code"] for c in rows["failing-command"]["commands"]], [0, 3])
         t = rows["timeout"]["commands"][0]
         self.assertEqual((t["timed_out"], t["stdout"]), (True, "started\n"))
@@ -160,17 +173,64 @@ class Local(unittest.TestCase):
     def test_sandboxes_are_deleted_on_every_path(self):
         root = os.path.join(TMP, "local-root")
         cfg = local_config("    max_concurrency: 2\n")
-        tasks = write("local.jsonl", "".join([
-            json.dumps({"id": "w", "files": {"a/b.txt": "B"}, "commands": ["cat a/b.txt"]}) + "\n",
-            json.dumps({"id": "bad-cwd", "commands": [{"cmd": "true", "cwd": "missing/dir"}]}) + "\n",
-            json.dumps({"id": "q", "commands": ["exit 9"]}) + "\n",
-        ] * 3))
+        tasks = write("local.jsonl", "".join(
+            json.dumps(t) + "\n" for k in range(3) for t in [
+                {"id": "w%d" % k, "files": {"a/b.txt": "B"}, "commands": ["cat a/b.txt"]},
+                {"id": "cwd%d" % k, "commands": [{"cmd": "true", "cwd": "missing/dir"}]},
+                {"id": "q%d" % k, "commands": ["exit 9"]},
+                {"id": "dot%d" % k, "files": {"../escape.txt": "x"}, "commands": ["true"]},
+            ]))
         rc, out, err = run("rollout", "--config", cfg, tasks, registry=BUILD_REGISTRY)
-        rows = [json.loads(l) for l in out.splitlines()]
-        self.assertEqual(len(rows), 9, err)
-        w = [r for r in rows if r["id"] == "w"]
-        self.assertEqual([r["commands"][0]["stdout"] for r in w], ["B"] * 3)
+        rows = {r["id"]: r for r in map(json.loads, out.splitlines())}
+        self.assertEqual(len(rows), 12, err)
+        self.assertEqual(rc, 1)  # the refused writes
+        for k in range(3):
+            self.assertEqual(rows["w%d" % k]["commands"][0]["stdout"], "B")
+            self.assertEqual((rows["q%d" % k]["ok"], rows["q%d" % k]["infra_error"]), (False, None))
+            self.assertEqual(rows["dot%d" % k]["infra_error"]["stage"], "files")
+            self.assertEqual(rows["dot%d" % k]["infra_error"]["status"], "SBX_E_PATH")
+            # A cwd that does not exist is the backend's refusal, not a command failure.
+            self.assertEqual((rows["cwd%d" % k]["infra_error"]["stage"],
+                              rows["cwd%d" % k]["infra_error"]["status"]),
+                             ("exec", "SBX_E_NO_FILE"))
         self.assertEqual(os.listdir(root) if os.path.isdir(root) else [], [])
+
+    def test_interrupt_finishes_running_tasks_and_deletes_their_sandboxes(self):
+        root = os.path.join(TMP, "local-root")
+        cfg = local_config()
+        # Task 0 writes a marker and then blocks until the test has sent SIGINT (it waits for
+        # a file the test creates afterwards); the other tasks must then not start.
+        go = os.path.join(TMP, "go")
+        marker = os.path.join(TMP, "started")
+        for p in (go, marker):
+            if os.path.exists(p):
+                os.remove(p)
+        first = {"id": 0, "commands": [
+            "touch %s; while [ ! -e %s ]; do sleep 0.05; done; echo done" % (marker, go),
+            "echo never"]}
+        tasks = write("intr.jsonl", json.dumps(first) + "\n" + "".join(
+            json.dumps({"id": i, "commands": ["echo %d" % i]}) + "\n" for i in range(1, 6)))
+        env = dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state"))
+        p = subprocess.Popen([SBX, "--registry", BUILD_REGISTRY, "rollout", "--config", cfg,
+                              "--concurrency", "1", tasks], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        while not os.path.exists(marker):
+            self.assertIsNone(p.poll())
+            time.sleep(0.02)
+        p.send_signal(signal.SIGINT)
+        # The handler announces itself; only then may the blocked command finish.
+        self.assertEqual(p.stderr.readline(), b"\n")
+        self.assertTrue(p.stderr.readline().startswith(b"rollout: interrupted: finishing "))
+        open(go, "w").close()
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        rows = [json.loads(l) for l in out.decode().splitlines()]
+        self.assertEqual(len(rows), 1)
+        self.assertEqual([c["stdout"] for c in rows[0]["commands"]], ["done\n"])
+        self.assertEqual((rows[0]["infra_error"]["status"], rows[0]["infra_error"]["message"]),
+                         ("SBX_E_CANCELLED", "rollout: interrupted before command 2"))
+        self.assertIn(b"rollout: interrupted: 5 of 6 tasks not started\n", err)
+        self.assertEqual(os.listdir(root), [])
 
 
 if __name__ == "__main__":
