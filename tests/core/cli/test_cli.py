@@ -187,6 +187,19 @@ class Exec(unittest.TestCase):
         rc, out, _ = run("exec", self.id, "-c", "cat", config=self.cfg, stdin=b"ignored\n")
         self.assertEqual((rc, out), (0, ""))
 
+    def test_config_option_after_the_command(self):
+        rc, _, err = run("exec", self.id, "--config=" + self.cfg, "-c", "exit 3", config=None)
+        self.assertEqual(rc, 3, err)
+        rc, _, err = run("exec", "--config", self.cfg, self.id, "-c", "exit 4", config=None)
+        self.assertEqual(rc, 4, err)
+        rc, _, err = run("exec", self.id, "--config", config=None)
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: exec: --config needs a FILE argument", err)
+
+    def test_words_after_dash_c_belong_to_the_command(self):
+        rc, out, err = run("exec", self.id, "--", "echo", "--config", "x", config=self.cfg)
+        self.assertEqual((rc, out), (0, "echo --config x\n"), err)
+
     def test_config_from_environment(self):
         rc, out, err = run("exec", self.id, "-c", "greeting", env_extra={"SBX_CONFIG": self.cfg})
         self.assertEqual(rc, 0, err)
@@ -317,6 +330,19 @@ class Local(unittest.TestCase):
         rc, out, _ = self.sbx("file", "stat", "--json", self.id, "d/p.txt")
         self.assertEqual((rc, json.loads(out)["size"], json.loads(out)["kind"]), (0, 7, "file"))
         rc, _, err = self.sbx("file", "read", self.id, "../../etc/passwd")
+        self.assertEqual(rc, 125)
+        self.assertTrue(err.startswith("sbx: file: "), err)
+
+    def test_file_dirs(self):
+        self.assertEqual(self.sbx("file", "mkdir", "-p", self.id, "x/y/z"), (0, "", ""))
+        self.assertEqual(self.sbx("file", "write", self.id, "x/s.txt", stdin=b"from stdin")[0], 0)
+        rc, out, _ = self.sbx("file", "ls", "--json", self.id, "x")
+        self.assertEqual(rc, 0)
+        got = sorted((e["name"], e["kind"], e["size"]) for e in json.loads(out))
+        self.assertEqual([g[:2] for g in got], [("s.txt", "file"), ("y", "dir")])
+        self.assertEqual(got[0][2], 10)
+        self.assertEqual(self.sbx("file", "rm", "-r", self.id, "x"), (0, "", ""))
+        rc, _, err = self.sbx("file", "stat", self.id, "x")
         self.assertEqual(rc, 125)
         self.assertTrue(err.startswith("sbx: file: "), err)
 

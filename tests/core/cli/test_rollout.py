@@ -116,7 +116,7 @@ class Fixture(unittest.TestCase):
                       '{"id": "b", "data_source": "0", "commands": ["exit 0"]}\n')
         cfg = write("ok-ds.yaml", "data_source:\n  sandbox:\n    type: ok\n"
                     "data_sources:\n  - name: one\n")
-        rc, out, err = run("rollout", "--config", cfg, tasks)
+        rc, out, err = run("rollout", tasks, "--config=" + cfg)
         self.assertEqual(rc, 0, err)
         rows = {r["id"]: r for r in map(json.loads, out.splitlines())}
         self.assertEqual((rows["a"]["ok"], rows["b"]["ok"], rows["b"]["data_source"]),
