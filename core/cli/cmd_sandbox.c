@@ -1,4 +1,5 @@
 /* sbx plugins | config check | create | exec | rm | pause | resume | status */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,7 +384,8 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	if (stdin_file || stdin_tty) {
 		FILE *f = stdin_file ? fopen(stdin_file, "rb") : stdin;
 		if (!f) {
-			fprintf(stderr, "sbx: exec: cannot open --stdin-file %s\n", stdin_file);
+			fprintf(stderr, "sbx: exec: cannot open --stdin-file %s: %s\n", stdin_file,
+				strerror(errno));
 			return CLI_USAGE;
 		}
 		stdin_buf = read_all(f, &o.stdin_len);

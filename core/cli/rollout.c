@@ -1,6 +1,7 @@
 /* sbx rollout: a JSONL file of tasks, one sandbox per task (create -> files -> commands ->
  * delete, the delete on every path), run by a pool of worker threads; one JSONL result per
  * task, infrastructure errors kept apart from command failures. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -432,7 +433,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		return cli_usage_error(rollout_usage, "rollout", "missing TASKS.jsonl");
 	FILE *in = strcmp(tasks_path, "-") == 0 ? stdin : fopen(tasks_path, "r");
 	if (!in) {
-		fprintf(stderr, "sbx: rollout: cannot open %s\n", tasks_path);
+		fprintf(stderr, "sbx: rollout: cannot open %s: %s\n", tasks_path, strerror(errno));
 		return CLI_USAGE;
 	}
 	rollout ro = {0};
@@ -498,7 +499,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		goto out;
 	ro.out = output ? fopen(output, "w") : stdout;
 	if (!ro.out) {
-		fprintf(stderr, "sbx: rollout: cannot write %s\n", output);
+		fprintf(stderr, "sbx: rollout: cannot write %s: %s\n", output, strerror(errno));
 		rc = CLI_USAGE;
 		goto out;
 	}

@@ -323,6 +323,15 @@ class Local(unittest.TestCase):
         rc, out, _ = self.sbx("exec", "--full", self.id, "-c", "seq 1 5000")
         self.assertEqual((rc, len(out)), (0, 23893))
 
+    def test_nul_and_invalid_utf8_in_json(self):
+        rc, out, _ = self.sbx("exec", "--json", self.id, "-c", r"printf 'a\0b\377c'")
+        self.assertEqual(rc, 0)
+        self.assertIn('"stdout":"a\\u0000b\\ufffdc"', out)
+        r = json.loads(out)
+        self.assertEqual((r["stdout"], r["stdout_bytes"]), ("a\0b\ufffdc", 5))
+        with open(r["stdout_file"], "rb") as f:
+            self.assertEqual(f.read(), b"a\0b\xffc")
+
     def test_files(self):
         src = write("payload.txt", "héllo\n")
         self.assertEqual(self.sbx("file", "write", self.id, "d/p.txt", src)[0], 0)

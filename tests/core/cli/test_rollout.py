@@ -70,7 +70,8 @@ class Validation(unittest.TestCase):
         self.assertIn("--concurrency wants 1..4096, got '0'", err)
         rc, _, err = run("rollout", "--config", ok_config(), os.path.join(TMP, "absent.jsonl"))
         self.assertEqual(rc, 2)
-        self.assertIn("sbx: rollout: cannot open ", err)
+        self.assertIn("sbx: rollout: cannot open %s: No such file or directory\n"
+                      % os.path.join(TMP, "absent.jsonl"), err)
 
 
 class Fixture(unittest.TestCase):
