@@ -326,7 +326,7 @@ class Local(unittest.TestCase):
     def test_nul_and_invalid_utf8_in_json(self):
         rc, out, _ = self.sbx("exec", "--json", self.id, "-c", r"printf 'a\0b\377c'")
         self.assertEqual(rc, 0)
-        self.assertIn('"stdout":"a\\u0000b\\ufffdc"', out)
+        self.assertIn('"stdout":"a\\u0000b\\uFFFDc"', out)
         r = json.loads(out)
         self.assertEqual((r["stdout"], r["stdout_bytes"]), ("a\0b\ufffdc", 5))
         with open(r["stdout_file"], "rb") as f:
