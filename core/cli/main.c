@@ -146,7 +146,7 @@ void cli_print_json(json_t *v)
 
 static json_t *opt_string(const char *s)
 {
-	return s ? json_string(s) : json_null();
+	return s ? cli_json_bytes(s, strlen(s)) : json_null();
 }
 
 json_t *cli_exec_result_json(const sbx_exec_result *r)

@@ -189,10 +189,13 @@ static int seen_before(json_t *seen, json_t *t, const char *file, size_t line)
 	return bad;
 }
 
+/* {stage, status, message}; the message may quote bytes that are not UTF-8 (a path), so it
+ * goes through cli_json_bytes. Never NULL unless memory runs out. */
 static json_t *infra(const char *stage, int status, const sbx_error *err)
 {
-	return json_pack("{s:s,s:s,s:s}", "stage", stage, "status", sbx_status_name(status),
-			 "message", err->message[0] ? err->message : sbx_status_message(status));
+	const char *msg = err->message[0] ? err->message : sbx_status_message(status);
+	return json_pack("{s:s,s:s,s:o}", "stage", stage, "status", sbx_status_name(status),
+			 "message", cli_json_bytes(msg, strlen(msg)));
 }
 
 /* The host refuses a create past a data source's max_concurrency (SBX_E_LIMIT) instead of
@@ -251,12 +254,14 @@ static void run_task(rollout *ro, task *t)
 	sbx_error err = {0};
 	char id[SBX_ID_MAX] = "";
 	json_t *infra_err = NULL;
+	int had_infra = 0; /* infra_err may be NULL when memory ran out */
 	double t_queued = 0;
 	int st = create_queued(ro, &co, id, &t_queued, &err);
 	double t_create = now() - t0 - t_queued;
 	int all_ok = st == SBX_OK;
 	if (st != SBX_OK)
-		infra_err = infra("create", st, &err);
+		had_infra = 1;
+	infra_err = infra("create", st, &err);
 	const char *path;
 	json_t *v;
 	json_object_foreach(st == SBX_OK ? json_object_get(spec, "files") : NULL, path, v)
@@ -264,6 +269,7 @@ static void run_task(rollout *ro, task *t)
 		const char *content = json_string_value(v);
 		st = sbx_write_file(ro->host, id, path, content, json_string_length(v), 0, &err);
 		if (st != SBX_OK) {
+			had_infra = 1;
 			infra_err = infra("files", st, &err);
 			all_ok = 0;
 			break;
@@ -273,11 +279,12 @@ static void run_task(rollout *ro, task *t)
 				  ? json_number_value(json_object_get(spec, "timeout"))
 				  : -1;
 	size_t i;
-	json_array_foreach(infra_err ? NULL : json_object_get(spec, "commands"), i, v)
+	json_array_foreach(had_infra ? NULL : json_object_get(spec, "commands"), i, v)
 	{
 		if (interrupted) {
 			snprintf(err.message, sizeof(err.message),
 				 "rollout: interrupted before command %zu", i + 1);
+			had_infra = 1;
 			infra_err = infra("exec", SBX_E_CANCELLED, &err);
 			all_ok = 0;
 			break;
@@ -297,6 +304,7 @@ static void run_task(rollout *ro, task *t)
 				if (!argv) {
 					snprintf(err.message, sizeof(err.message),
 						 "rollout: out of memory for an argv");
+					had_infra = 1;
 					infra_err = infra("exec", SBX_E_NOMEM, &err);
 					all_ok = 0;
 					break;
@@ -325,6 +333,7 @@ static void run_task(rollout *ro, task *t)
 		st = sbx_exec(ro->host, id, &eo, &r, &err);
 		free(argv);
 		if (st != SBX_OK) {
+			had_infra = 1;
 			infra_err = infra("exec", st, &err);
 			all_ok = 0;
 			break;
@@ -348,16 +357,21 @@ static void run_task(rollout *ro, task *t)
 	if (id[0]) {
 		sbx_error derr = {0};
 		int dst = sbx_destroy(ro->host, id, &derr);
-		if (dst != SBX_OK && !infra_err) {
+		if (dst != SBX_OK && !had_infra) {
+			had_infra = 1;
 			infra_err = infra("delete", dst, &derr);
 			all_ok = 0;
+		} else if (dst != SBX_OK) {
+			/* The result keeps the first error; a sandbox left behind is still said. */
+			fprintf(stderr, "sbx: rollout: delete %s: %s\n", id,
+				derr.message[0] ? derr.message : sbx_status_message(dst));
 		}
 		pthread_mutex_lock(&ro->lock);
 		release_slot_locked(ro);
 		pthread_mutex_unlock(&ro->lock);
 	}
 	json_object_set_new(res, "sandbox_id", id[0] ? json_string(id) : json_null());
-	json_object_set_new(res, "ok", json_boolean(all_ok && !infra_err));
+	json_object_set_new(res, "ok", json_boolean(all_ok && !had_infra));
 	json_object_set_new(res, "infra_error", infra_err ? infra_err : json_null());
 	json_object_set_new(res, "commands", cmds);
 	json_object_set_new(res, "timings",
@@ -366,7 +380,7 @@ static void run_task(rollout *ro, task *t)
 	t->result = res;
 	pthread_mutex_lock(&ro->lock);
 	ro->done++;
-	if (infra_err)
+	if (had_infra)
 		ro->infra++;
 	else if (all_ok)
 		ro->ok++;
