@@ -259,9 +259,10 @@ static void run_task(rollout *ro, task *t)
 	int st = create_queued(ro, &co, id, &t_queued, &err);
 	double t_create = now() - t0 - t_queued;
 	int all_ok = st == SBX_OK;
-	if (st != SBX_OK)
+	if (st != SBX_OK) {
 		had_infra = 1;
-	infra_err = infra("create", st, &err);
+		infra_err = infra("create", st, &err);
+	}
 	const char *path;
 	json_t *v;
 	json_object_foreach(st == SBX_OK ? json_object_get(spec, "files") : NULL, path, v)
