@@ -2,12 +2,13 @@
 under max_concurrency, and the shipped example on `local` when it is built."""
 import json
 import os
+import pty
 import signal
 import subprocess
 import time
 import unittest
 
-from clitest import (BUILD_REGISTRY, SBX, SOURCE_DIR, TMP, local_available, local_config, ok_config,
+from clitest import (BUILD_REGISTRY, FIXTURES, SBX, SOURCE_DIR, TMP, local_available, local_config, ok_config,
                      run, write)
 
 
@@ -122,6 +123,33 @@ class Fixture(unittest.TestCase):
         rows = {r["id"]: r for r in map(json.loads, out.splitlines())}
         self.assertEqual((rows["a"]["ok"], rows["b"]["ok"], rows["b"]["data_source"]),
                          (True, True, "0"))
+
+    def test_progress_only_on_a_terminal(self):
+        tasks = write("prog.jsonl", '{"id": "a", "commands": ["exit 0"]}\n'
+                      '{"id": "b", "commands": ["exit 1"]}\n')
+        master, slave = pty.openpty()
+        env = dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state"))
+        p = subprocess.run([SBX, "--registry", FIXTURES, "rollout", "--config", ok_config(),
+                            "--concurrency", "1", tasks], stdout=subprocess.PIPE, stderr=slave,
+                           env=env, timeout=60)
+        os.close(slave)
+        got = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO once the writer is gone
+                break
+            if not chunk:
+                break
+            got += chunk
+        os.close(master)
+        self.assertEqual(p.returncode, 0)
+        text = got.decode().replace("\r\n", "\n")
+        self.assertTrue(text.startswith(
+            "\rrollout: 1/2 done, 1 ok, 0 failed, 0 infra errors"
+            "\rrollout: 2/2 done, 1 ok, 1 failed, 0 infra errors\n"
+            "rollout: 2 tasks: 1 ok, 1 with failing commands, 0 infrastructure errors; "), text)
+        # Without a terminal: the summary only (the other tests pin that).
 
     def test_unknown_data_source_is_an_infra_error(self):
         tasks = write("ds.jsonl", '{"id": "a", "data_source": "nope", "commands": ["exit 0"]}\n')
