@@ -475,10 +475,21 @@ int cmd_lifecycle(const cli_globals *g, int argc, char **argv)
 	if (wants_help(argc, argv, lifecycle_usage))
 		return CLI_OK;
 	const char *cmd = argv[0];
-	int json = argc == 3 && strcmp(argv[1], "--json") == 0 && strcmp(cmd, "status") == 0;
-	if (argc != 2 + json)
+	const char *id = NULL;
+	int json = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0 && strcmp(cmd, "status") == 0)
+			json = 1;
+		else if (argv[i][0] == '-' && argv[i][1])
+			return cli_usage_error(lifecycle_usage, cmd, "unknown option '%s'",
+					       argv[i]);
+		else if (id)
+			return cli_usage_error(lifecycle_usage, cmd, "expected one sandbox ID");
+		else
+			id = argv[i];
+	}
+	if (!id)
 		return cli_usage_error(lifecycle_usage, cmd, "expected one sandbox ID");
-	const char *id = argv[1 + json];
 	sbx_host *h = NULL;
 	int rc = cli_open_host(g, &h);
 	if (rc != CLI_OK)

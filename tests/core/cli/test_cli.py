@@ -98,9 +98,13 @@ class Usage(unittest.TestCase):
         self.assertIn("sbx: rm: missing sandbox ID\nusage: sbx rm", err)
 
     def test_status_needs_one_id(self):
-        rc, _, err = run("status")
+        for args in ([], ["a:1", "b:2"]):
+            rc, _, err = run("status", *args)
+            self.assertEqual(rc, 2)
+            self.assertIn("sbx: status: expected one sandbox ID\nusage: sbx pause", err)
+        rc, _, err = run("pause", "--json", "a:1")
         self.assertEqual(rc, 2)
-        self.assertIn("sbx: status: expected one sandbox ID", err)
+        self.assertIn("sbx: pause: unknown option '--json'", err)
 
     def test_config_needs_check_file(self):
         rc, _, err = run("config", "lint")
@@ -207,13 +211,19 @@ class Exec(unittest.TestCase):
     def test_status_and_ls(self):
         rc, out, _ = run("status", self.id, config=self.cfg)
         self.assertEqual((rc, out), (0, "running\n"))
-        rc, out, _ = run("status", "--json", self.id, config=self.cfg)
-        self.assertEqual((rc, json.loads(out)), (0, {"id": self.id, "state": "running"}))
+        for args in (["--json", self.id], [self.id, "--json"]):
+            rc, out, _ = run("status", *args, config=self.cfg)
+            self.assertEqual((rc, json.loads(out)), (0, {"id": self.id, "state": "running"}))
         rc, out, _ = run("ls", "--json", config=self.cfg)
         self.assertEqual(rc, 0)
         rows = [r for r in json.loads(out) if r["id"] == self.id]
         self.assertEqual(len(rows), 1)
         self.assertEqual((rows[0]["state"], rows[0]["owner_pid"]), ("running", 0))
+
+    def test_pause_unsupported_by_fixture_is_infra(self):
+        rc, out, err = run("pause", self.id, config=self.cfg)
+        self.assertEqual((rc, out), (125, ""))
+        self.assertTrue(err.startswith("sbx: pause: "), err)
 
     def test_file_ops_unsupported_by_fixture_are_infra(self):
         rc, _, err = run("file", "read", self.id, "x", config=self.cfg)
@@ -322,6 +332,12 @@ class Local(unittest.TestCase):
             self.assertEqual(len(f.read()), 23893)
         rc, out, _ = self.sbx("exec", "--full", self.id, "-c", "seq 1 5000")
         self.assertEqual((rc, len(out)), (0, 23893))
+
+    def test_pause_resume_status(self):
+        self.assertEqual(self.sbx("pause", self.id), (0, "", ""))
+        self.assertEqual(self.sbx("status", self.id), (0, "paused\n", ""))
+        self.assertEqual(self.sbx("resume", self.id), (0, "", ""))
+        self.assertEqual(self.sbx("status", self.id), (0, "running\n", ""))
 
     def test_nul_and_invalid_utf8_in_json(self):
         rc, out, _ = self.sbx("exec", "--json", self.id, "-c", r"printf 'a\0b\377c'")
