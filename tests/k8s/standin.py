@@ -334,7 +334,7 @@ class Handler(BaseHTTPRequestHandler):
         parts = [p for p in u.path.split("/") if p]
         s = STORE
         if parts[:1] == ["_standin"]:
-            return self.control(method, parts[1:])
+            return self.control(method, parts[1:], q)
         auth = self.headers.get("Authorization", "")
         tok = auth[7:] if auth.startswith("Bearer ") else None
         if tok not in (s.args.token_value, "readonly"):
@@ -428,7 +428,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.send_status(404, "NotFound", "the server could not find the requested "
                                                  "resource")
 
-    def control(self, method, parts):
+    def control(self, method, parts, q):
         s = STORE
         if parts == ["faults"] and method == "POST":
             req = json.loads(self.body() or b"{}")
@@ -440,8 +440,9 @@ class Handler(BaseHTTPRequestHandler):
         if parts == ["stats"]:
             with s.lock:
                 st = dict(s.stats)
-                times = st.pop("request_times")
-                # Most requests seen in any one-second window.
+                since = int(q.get("since", ["0"])[0] or 0)
+                times = st.pop("request_times")[since:]
+                # Most requests seen in any one-second window (after the first `since`).
                 mx, j = 0, 0
                 for i in range(len(times)):
                     while times[i] - times[j] >= 1.0:
@@ -736,6 +737,15 @@ class ExecSession:
         self.buf = bytearray()
         self.closed = False
 
+    def container_env(self, cwd):
+        """What an exec sees: the image's PATH plus the container's env entries."""
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cwd,
+               "HOSTNAME": self.name}
+        for e in self.pod["spec"]["containers"][0].get("env") or []:
+            if "name" in e:
+                env[e["name"]] = e.get("value", "")
+        return env
+
     def send_frame(self, opcode, payload):
         n = len(payload)
         if n < 126:
@@ -812,8 +822,7 @@ class ExecSession:
             proc = subprocess.Popen(self.command, cwd=cwd, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True,
-                                    env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                                         "HOME": cwd, "HOSTNAME": self.name})
+                                    env=self.container_env(cwd))
         except OSError as e:
             self.finish({"metadata": {}, "status": "Failure", "reason": "InternalError",
                          "message": "Internal error occurred: error executing command in "

@@ -24,13 +24,13 @@ def start(d, extra=()):
                          + list(extra), stdout=log, stderr=subprocess.STDOUT,
                          stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
-    # The server outlives this Popen object on purpose (a CTest fixture stops it by pid).
-    p.returncode = 0
     for _ in range(300):
         if os.path.exists(os.path.join(d, "pid")):
+            # The server outlives this Popen object on purpose (stop() ends it by pid).
+            p.returncode = 0
             with open(os.path.join(d, "port")) as f:
                 return int(f.read())
-        if p.poll() is not None and p.returncode != 0:
+        if p.poll() is not None:
             raise RuntimeError("stand-in exited with %d; see %s/standin.log" % (p.returncode, d))
         time.sleep(0.05)
     raise RuntimeError("stand-in did not start within 15 s; see %s/standin.log" % d)
