@@ -17,6 +17,12 @@
 extern "C" {
 #endif
 
+/* Everything declared here is libsbx's public interface; the library is built with
+ * -fvisibility=hidden, so these declarations are what it exports. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 typedef struct sbx_host sbx_host;
 
 /* Name ("SBX_E_NOT_FOUND") and message of a status. Unknown codes give "SBX_E_UNKNOWN" and
@@ -100,6 +106,11 @@ size_t sbx_data_source_count(const sbx_host *host);
  * (`type: none`). Index SIZE_MAX gives the default block. Borrowed until sbx_host_free. */
 int sbx_data_source_get(const sbx_host *host, size_t index, const char **name, const char **alias,
 			sbx_error *err);
+
+/* Loads the plugin of data source `index` (SIZE_MAX: the default block) and validates its keys
+ * against the keys the plugin declares, without calling the plugin's init. SBX_OK also for a
+ * source with no sandbox. SBX_E_CONFIG names key, file and line; a load failure its reason. */
+int sbx_data_source_check(sbx_host *host, size_t index, sbx_error *err);
 
 /* ---- sandboxes ---- */
 
@@ -241,6 +252,10 @@ typedef void (*sbx_gc_fn)(void *ctx, const char *id, const char *reason, int sta
  * sbx labels that the ledger does not know (through each configured alias's list_by_label).
  * Never touches a sandbox whose owner is alive and whose TTL has not passed. */
 int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -22,8 +22,8 @@ cmake --build "$work/cmake-build" >/dev/null
 [ -f "$work/cmake-build/sbx-custom.so" ] || fail "CMake package build made no sbx-custom.so"
 
 # 2. Through pkg-config (the .pc file is relocated by redefining its prefix).
-make -s -C "$work/custom-src" PKG_CONFIG="pkg-config --define-variable=prefix=$prefix" \
-	PKG_CONFIG_PATH="$prefix/lib/pkgconfig" >/dev/null
+PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$work/custom-src" \
+	PKG_CONFIG="pkg-config --define-variable=prefix=$prefix" >/dev/null
 [ -f "$work/custom-src/sbx-custom.so" ] || fail "pkg-config build made no sbx-custom.so"
 
 # Only sbx_plugin_register may be exported.
@@ -31,6 +31,10 @@ for so in "$work/cmake-build/sbx-custom.so" "$work/custom-src/sbx-custom.so"; do
 	exported=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}')
 	[ "$exported" = "sbx_plugin_register" ] || fail "$so exports: $exported"
 done
+
+# The relocated install finds its own registry beside its library, not the configured prefix's.
+listing=$(env -u SBX_REGISTRY "$prefix/bin/sbx" plugins)
+printf '%s\n' "$listing" | grep -q '^custom  *loaded  *1\.0 ' || fail "installed sbx plugins: $listing"
 
 cat >"$work/config.yaml" <<CFG
 data_source:

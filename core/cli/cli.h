@@ -1,0 +1,59 @@
+/* Shared pieces of the `sbx` command. */
+#ifndef SBX_CLI_H
+#define SBX_CLI_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "sbx/host.h"
+
+/* Exit codes, following docker/podman: the command's own for exec, these otherwise. */
+#define CLI_OK      0
+#define CLI_FAIL    1
+#define CLI_USAGE   2
+#define CLI_TIMEOUT 124
+#define CLI_INFRA   125
+
+typedef struct cli_globals {
+	const char *registry; /* --registry, else NULL */
+	const char *config;   /* --config, else $SBX_CONFIG, else NULL */
+} cli_globals;
+
+/* Opens a host; on failure prints "sbx: <message>" and returns the exit code to use. */
+int cli_open_host(const cli_globals *g, sbx_host **out);
+
+/* Exit code for a failed status: 2 for what the user gave (bad id, config, alias), 125 for
+ * failures of sbx or the backend. */
+int cli_exit_for(int status);
+
+/* Prints "sbx: <cmd>: <message>" on stderr and returns cli_exit_for(status). */
+int cli_fail(const char *cmd, int status, const sbx_error *err);
+
+/* Prints "sbx: <cmd>: <msg>" and the usage line on stderr, returns CLI_USAGE. */
+int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A JSON string from bytes: valid UTF-8 is kept, each invalid byte becomes U+FFFD. */
+json_t *cli_json_bytes(const char *data, size_t len);
+
+/* Prints a JSON value on stdout followed by a newline. */
+void cli_print_json(json_t *v);
+
+/* The result of an exec as a JSON object with NexAU's field names. */
+json_t *cli_exec_result_json(const sbx_exec_result *r);
+
+/* Parses seconds ("2.5"); -1 when malformed or negative. */
+double cli_parse_seconds(const char *s);
+
+int cmd_plugins(const cli_globals *g, int argc, char **argv);
+int cmd_config(const cli_globals *g, int argc, char **argv);
+int cmd_create(const cli_globals *g, int argc, char **argv);
+int cmd_exec(const cli_globals *g, int argc, char **argv);
+int cmd_rm(const cli_globals *g, int argc, char **argv);
+int cmd_lifecycle(const cli_globals *g, int argc, char **argv); /* pause, resume, status */
+int cmd_file(const cli_globals *g, int argc, char **argv);
+int cmd_ls(const cli_globals *g, int argc, char **argv);
+int cmd_gc(const cli_globals *g, int argc, char **argv);
+int cmd_rollout(const cli_globals *g, int argc, char **argv);
+
+#endif

@@ -1,0 +1,276 @@
+/* sbx file read|write|ls|stat|mkdir|rm, and sbx ls / sbx gc over the ledger. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char file_usage[] =
+    "usage: sbx file read ID PATH          (bytes to stdout)\n"
+    "       sbx file write ID PATH [FILE]   (bytes from FILE, or stdin)\n"
+    "       sbx file ls [--json] ID PATH\n"
+    "       sbx file stat [--json] ID PATH\n"
+    "       sbx file mkdir [-p] ID PATH\n"
+    "       sbx file rm [-r] ID PATH\n"
+    "Paths are absolute in the sandbox or relative to its work dir; paths that leave the\n"
+    "sandbox are refused.\n";
+
+static const char *kind_name(uint32_t k)
+{
+	return k == SBX_FILE_REGULAR   ? "file"
+	       : k == SBX_FILE_DIR     ? "dir"
+	       : k == SBX_FILE_SYMLINK ? "symlink"
+				       : "other";
+}
+
+static json_t *info_json(const sbx_file_info *fi)
+{
+	return json_pack("{s:s,s:s,s:i,s:I,s:I}", "name", fi->name, "kind", kind_name(fi->kind),
+			 "mode", (int)fi->mode, "size", (json_int_t)fi->size, "mtime",
+			 (json_int_t)fi->mtime);
+}
+
+int cmd_file(const cli_globals *g, int argc, char **argv)
+{
+	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		fputs(file_usage, stdout);
+		return CLI_OK;
+	}
+	if (argc < 2)
+		return cli_usage_error(file_usage, "file", "missing operation");
+	const char *op = argv[1];
+	int flag = 0, i = 2;
+	if (i < argc && (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "-p") == 0 ||
+			 strcmp(argv[i], "-r") == 0)) {
+		flag = 1;
+		i++;
+	}
+	int want = strcmp(op, "write") == 0 ? -1 : 2;
+	int left = argc - i;
+	if ((want == 2 && left != 2) || (want == -1 && left != 2 && left != 3))
+		return cli_usage_error(file_usage, "file", "wrong arguments for '%s'", op);
+	const char *id = argv[i], *path = argv[i + 1];
+	sbx_host *h = NULL;
+	int rc = cli_open_host(g, &h);
+	if (rc != CLI_OK)
+		return rc;
+	sbx_error err = {0};
+	int st = SBX_OK;
+	if (strcmp(op, "read") == 0) {
+		void *data = NULL;
+		size_t len = 0;
+		st = sbx_read_file(h, id, path, &data, &len, &err);
+		if (st == SBX_OK)
+			fwrite(data, 1, len, stdout);
+		sbx_free(data);
+	} else if (strcmp(op, "write") == 0) {
+		FILE *f = left == 3 ? fopen(argv[i + 2], "rb") : stdin;
+		if (!f) {
+			sbx_host_free(h);
+			fprintf(stderr, "sbx: file: cannot open %s\n", argv[i + 2]);
+			return CLI_USAGE;
+		}
+		size_t cap = 65536, n = 0, got;
+		char *buf = malloc(cap);
+		while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+			n += got;
+			if (n == cap) {
+				char *nb = realloc(buf, cap *= 2);
+				if (!nb) {
+					free(buf);
+					buf = NULL;
+				}
+				buf = nb;
+			}
+		}
+		if (f != stdin)
+			fclose(f);
+		st = buf ? sbx_write_file(h, id, path, buf, n, 0, &err) : SBX_E_NOMEM;
+		free(buf);
+	} else if (strcmp(op, "ls") == 0) {
+		sbx_file_info *ents = NULL;
+		size_t n = 0;
+		st = sbx_list_dir(h, id, path, &ents, &n, &err);
+		json_t *arr = json_array();
+		for (size_t k = 0; st == SBX_OK && k < n; k++) {
+			if (flag)
+				json_array_append_new(arr, info_json(&ents[k]));
+			else
+				printf("%-7s %10llu %s\n", kind_name(ents[k].kind),
+				       (unsigned long long)ents[k].size, ents[k].name);
+		}
+		if (st == SBX_OK && flag)
+			cli_print_json(arr);
+		json_decref(arr);
+		sbx_free(ents);
+	} else if (strcmp(op, "stat") == 0) {
+		sbx_file_info fi = {0};
+		SBX_INIT_HEADER(fi);
+		st = sbx_stat(h, id, path, &fi, &err);
+		if (st == SBX_OK) {
+			json_t *j = info_json(&fi);
+			if (flag)
+				cli_print_json(j);
+			else
+				printf("%s %s %o %llu\n", fi.name, kind_name(fi.kind), fi.mode,
+				       (unsigned long long)fi.size);
+			json_decref(j);
+		}
+	} else if (strcmp(op, "mkdir") == 0) {
+		st = sbx_mkdir(h, id, path, flag, &err);
+	} else if (strcmp(op, "rm") == 0) {
+		st = sbx_remove(h, id, path, flag, &err);
+	} else {
+		sbx_host_free(h);
+		return cli_usage_error(file_usage, "file", "unknown operation '%s'", op);
+	}
+	if (st != SBX_OK)
+		rc = cli_fail("file", st, &err);
+	sbx_host_free(h);
+	return rc;
+}
+
+static const char ls_usage[] =
+    "usage: sbx ls [--json] [--all] [--alias A] [--data-source D] [--run R] [--state S]\n"
+    "Lists sandboxes recorded in the ledger ($SBX_STATE_DIR/ledger.db). Without --all,\n"
+    "sandboxes that are gone or whose create failed are left out.\n";
+
+typedef struct ls_filter {
+	const char *alias, *data_source, *run, *state;
+	int all, json;
+	json_t *rows;
+} ls_filter;
+
+static int ls_row(void *ctx, const sbx_sandbox_record *r)
+{
+	ls_filter *f = ctx;
+	if (!f->all && !f->state &&
+	    (strcmp(r->state, "gone") == 0 || strcmp(r->state, "failed") == 0))
+		return 0;
+	if ((f->alias && strcmp(f->alias, r->alias) != 0) ||
+	    (f->data_source && strcmp(f->data_source, r->data_source) != 0) ||
+	    (f->run && strcmp(f->run, r->run_id) != 0) ||
+	    (f->state && strcmp(f->state, r->state) != 0))
+		return 0;
+	if (f->json) {
+		json_array_append_new(
+		    f->rows,
+		    json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:s,s:b,s:s}", "id", r->id, "alias",
+			      r->alias, "data_source", r->data_source, "owner_host", r->owner_host,
+			      "owner_pid", (json_int_t)r->owner_pid, "run_id", r->run_id, "created",
+			      (json_int_t)r->created, "expires", (json_int_t)r->expires, "state",
+			      r->state, "owner_alive", (int)r->owner_alive, "error",
+			      r->error ? r->error : ""));
+	} else {
+		char owner[64];
+		if (r->owner_pid)
+			snprintf(owner, sizeof(owner), "%lld%s", (long long)r->owner_pid,
+				 r->owner_alive ? "" : " (dead)");
+		else
+			snprintf(owner, sizeof(owner), "detached");
+		printf("%-40s %-9s %-12s %-16s %s\n", r->id[0] ? r->id : "(creating)", r->state,
+		       r->data_source, owner, r->run_id);
+	}
+	return 0;
+}
+
+int cmd_ls(const cli_globals *g, int argc, char **argv)
+{
+	ls_filter f = {0};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char **slot = strcmp(a, "--alias") == 0         ? &f.alias
+				    : strcmp(a, "--data-source") == 0 ? &f.data_source
+				    : strcmp(a, "--run") == 0         ? &f.run
+				    : strcmp(a, "--state") == 0       ? &f.state
+								      : NULL;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			fputs(ls_usage, stdout);
+			return CLI_OK;
+		} else if (strcmp(a, "--json") == 0) {
+			f.json = 1;
+		} else if (strcmp(a, "--all") == 0) {
+			f.all = 1;
+		} else if (slot && i + 1 < argc) {
+			*slot = argv[++i];
+		} else {
+			return cli_usage_error(ls_usage, "ls", "bad argument '%s'", a);
+		}
+	}
+	sbx_host *h = NULL;
+	int rc = cli_open_host(g, &h);
+	if (rc != CLI_OK)
+		return rc;
+	f.rows = json_array();
+	if (!f.json)
+		printf("%-40s %-9s %-12s %-16s %s\n", "ID", "STATE", "DATA SOURCE", "OWNER", "RUN");
+	sbx_error err = {0};
+	int st = sbx_ledger_list(h, ls_row, &f, &err);
+	if (st != SBX_OK)
+		rc = cli_fail("ls", st, &err);
+	else if (f.json)
+		cli_print_json(f.rows);
+	json_decref(f.rows);
+	sbx_host_free(h);
+	return rc;
+}
+
+static const char gc_usage[] =
+    "usage: sbx gc [--dry-run] [--json]\n"
+    "Deletes sandboxes whose owner process died or whose TTL passed, and backend objects\n"
+    "carrying sbx labels that the ledger does not know. A live owner's sandboxes are never\n"
+    "touched, so it is safe while harnesses run.\n";
+
+typedef struct gc_out {
+	int json, dry, failed;
+	json_t *rows;
+} gc_out;
+
+static void gc_row(void *ctx, const char *id, const char *reason, int status)
+{
+	gc_out *o = ctx;
+	if (status != SBX_OK)
+		o->failed = 1;
+	if (o->json)
+		json_array_append_new(o->rows,
+				      json_pack("{s:s,s:s,s:s}", "id", id, "reason", reason,
+						"status", sbx_status_name(status)));
+	else
+		printf("%s %s: %s%s%s\n", o->dry ? "would delete" : "deleted", id, reason,
+		       status == SBX_OK ? "" : " -- failed: ",
+		       status == SBX_OK ? "" : sbx_status_message(status));
+}
+
+int cmd_gc(const cli_globals *g, int argc, char **argv)
+{
+	gc_out o = {0};
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(gc_usage, stdout);
+			return CLI_OK;
+		} else if (strcmp(argv[i], "--dry-run") == 0) {
+			o.dry = 1;
+		} else if (strcmp(argv[i], "--json") == 0) {
+			o.json = 1;
+		} else {
+			return cli_usage_error(gc_usage, "gc", "bad argument '%s'", argv[i]);
+		}
+	}
+	sbx_host *h = NULL;
+	int rc = cli_open_host(g, &h);
+	if (rc != CLI_OK)
+		return rc;
+	o.rows = json_array();
+	sbx_error err = {0};
+	int st = sbx_gc(h, o.dry ? SBX_GC_DRY_RUN : 0, gc_row, &o, &err);
+	if (st != SBX_OK)
+		rc = cli_fail("gc", st, &err);
+	else if (o.json)
+		cli_print_json(o.rows);
+	if (rc == CLI_OK && o.failed)
+		rc = CLI_INFRA;
+	json_decref(o.rows);
+	sbx_host_free(h);
+	return rc;
+}

@@ -1,0 +1,250 @@
+/* `sbx`: global options, subcommand dispatch, and the helpers every subcommand shares. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage_text[] =
+    "usage: sbx [--registry FILE] [--config FILE] COMMAND [ARGS...]\n"
+    "\n"
+    "commands:\n"
+    "  plugins       list sandbox types: alias, path, ABI, state, why one is faulty\n"
+    "  config check  validate a config file and show its data sources\n"
+    "  create        create a sandbox and print its id\n"
+    "  exec          run a command in a sandbox (exit status is the command's)\n"
+    "  rm            delete sandboxes\n"
+    "  pause, resume, status   sandbox lifecycle\n"
+    "  file          read, write, ls, stat, mkdir, rm files in a sandbox\n"
+    "  ls            list sandboxes in the ledger\n"
+    "  gc            delete sandboxes whose owner died or whose TTL passed\n"
+    "  rollout       run a JSONL file of tasks, one sandbox per task\n"
+    "\n"
+    "Run 'sbx COMMAND --help' for a command's options. Exit codes: 2 usage or bad input,\n"
+    "124 timeout, 125 sbx or backend failure; exec returns the command's own status.\n";
+
+int cli_exit_for(int status)
+{
+	switch (status) {
+	case SBX_E_INVAL:
+	case SBX_E_BAD_ID:
+	case SBX_E_UNKNOWN_ALIAS:
+	case SBX_E_CONFIG:
+	case SBX_E_REGISTRY:
+		return CLI_USAGE;
+	}
+	return CLI_INFRA;
+}
+
+int cli_fail(const char *cmd, int status, const sbx_error *err)
+{
+	const char *msg = err && err->message[0] ? err->message : sbx_status_message(status);
+	fprintf(stderr, "sbx: %s: %s\n", cmd, msg);
+	return cli_exit_for(status);
+}
+
+int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "sbx: %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n%s", usage);
+	return CLI_USAGE;
+}
+
+int cli_open_host(const cli_globals *g, sbx_host **out)
+{
+	sbx_host_options o = {0};
+	SBX_INIT_HEADER(o);
+	o.registry_path = g->registry;
+	o.config_path = g->config;
+	sbx_error err = {0};
+	int rc = sbx_host_new(&o, out, &err);
+	if (rc != SBX_OK)
+		return cli_fail("host", rc, &err);
+	return CLI_OK;
+}
+
+double cli_parse_seconds(const char *s)
+{
+	char *end = NULL;
+	errno = 0;
+	double d = strtod(s, &end);
+	if (!*s || *end || errno || d < 0 || d != d)
+		return -1;
+	return d;
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid. */
+static size_t utf8_len(const unsigned char *p, size_t left)
+{
+	unsigned char c = p[0];
+	size_t n;
+	unsigned int min;
+	if (c < 0x80)
+		return 1;
+	if ((c & 0xE0) == 0xC0)
+		n = 2, min = 0x80;
+	else if ((c & 0xF0) == 0xE0)
+		n = 3, min = 0x800;
+	else if ((c & 0xF8) == 0xF0)
+		n = 4, min = 0x10000;
+	else
+		return 0;
+	if (n > left)
+		return 0;
+	unsigned int cp = c & (0x7F >> n);
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xC0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3F);
+	}
+	if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return n;
+}
+
+json_t *cli_json_bytes(const char *data, size_t len)
+{
+	if (!data)
+		return json_string("");
+	char *buf = malloc(len * 3 + 1);
+	if (!buf)
+		return NULL;
+	size_t o = 0;
+	const unsigned char *p = (const unsigned char *)data;
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_len(p + i, len - i);
+		if (n == 0) {
+			memcpy(buf + o, "\xEF\xBF\xBD", 3);
+			o += 3;
+			i++;
+		} else {
+			memcpy(buf + o, p + i, n);
+			o += n;
+			i += n;
+		}
+	}
+	json_t *s = json_stringn(buf, o);
+	free(buf);
+	return s;
+}
+
+void cli_print_json(json_t *v)
+{
+	char *s = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII);
+	if (s) {
+		fputs(s, stdout);
+		fputc('\n', stdout);
+		free(s);
+	}
+}
+
+static json_t *opt_string(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+json_t *cli_exec_result_json(const sbx_exec_result *r)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "exit_code", json_integer(r->exit_code));
+	json_object_set_new(o, "signal", json_integer(r->signal));
+	json_object_set_new(o, "timed_out", json_boolean(r->timed_out));
+	json_object_set_new(o, "duration", json_real(r->duration));
+	json_object_set_new(o, "stdout", cli_json_bytes(r->stdout_text, r->stdout_text_len));
+	json_object_set_new(o, "stderr", cli_json_bytes(r->stderr_text, r->stderr_text_len));
+	json_object_set_new(o, "truncated", json_boolean(r->truncated));
+	json_object_set_new(o, "original_stdout_length",
+			    json_integer((json_int_t)r->original_stdout_length));
+	json_object_set_new(o, "original_stderr_length",
+			    json_integer((json_int_t)r->original_stderr_length));
+	json_object_set_new(o, "stdout_bytes", json_integer((json_int_t)r->stdout_bytes));
+	json_object_set_new(o, "stderr_bytes", json_integer((json_int_t)r->stderr_bytes));
+	json_object_set_new(o, "stdout_dropped", json_integer((json_int_t)r->stdout_dropped));
+	json_object_set_new(o, "stderr_dropped", json_integer((json_int_t)r->stderr_dropped));
+	json_object_set_new(o, "output_dir", opt_string(r->output_dir));
+	json_object_set_new(o, "stdout_file", opt_string(r->stdout_file));
+	json_object_set_new(o, "stderr_file", opt_string(r->stderr_file));
+	return o;
+}
+
+int main(int argc, char **argv)
+{
+	cli_globals g = {.registry = NULL, .config = getenv("SBX_CONFIG")};
+	int i = 1;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			fputs(usage_text, stdout);
+			return CLI_OK;
+		}
+		if (strcmp(a, "--version") == 0) {
+			printf("sbx %s (plugin ABI %d.%d)\n", sbx_version(), SBX_ABI_MAJOR,
+			       SBX_ABI_MINOR);
+			return CLI_OK;
+		}
+		const char **slot = strcmp(a, "--registry") == 0 ? &g.registry
+				    : strcmp(a, "--config") == 0 ? &g.config
+								 : NULL;
+		if (!slot)
+			return cli_usage_error(usage_text, "sbx", "unknown option '%s'", a);
+		if (i + 1 >= argc)
+			return cli_usage_error(usage_text, "sbx", "%s needs a FILE argument", a);
+		*slot = argv[++i];
+	}
+	if (i >= argc)
+		return cli_usage_error(usage_text, "sbx", "no command given");
+	const char *cmd = argv[i];
+	int sub_argc = argc - i;
+	char **sub_argv = argv + i;
+	/* --config and --registry are accepted after the command too (sbx create --config F),
+	 * up to the first "--" or "-c", after which everything belongs to the command run. */
+	int w = 1;
+	for (int r = 1; r < sub_argc; r++) {
+		const char *a = sub_argv[r];
+		if (strcmp(a, "--") == 0 || strcmp(a, "-c") == 0) {
+			while (r < sub_argc)
+				sub_argv[w++] = sub_argv[r++];
+			break;
+		}
+		const char **slot = strcmp(a, "--registry") == 0 ? &g.registry
+				    : strcmp(a, "--config") == 0 ? &g.config
+								 : NULL;
+		if (slot && strcmp(cmd, "rollout") != 0) {
+			if (r + 1 >= sub_argc)
+				return cli_usage_error(usage_text, cmd, "%s needs a FILE argument",
+						       a);
+			*slot = sub_argv[++r];
+			continue;
+		}
+		sub_argv[w++] = sub_argv[r];
+	}
+	sub_argc = w;
+	sub_argv[w] = NULL;
+	static const struct {
+		const char *name;
+		int (*fn)(const cli_globals *, int, char **);
+	} table[] = {
+	    {"plugins", cmd_plugins},
+	    {"config", cmd_config},
+	    {"create", cmd_create},
+	    {"exec", cmd_exec},
+	    {"rm", cmd_rm},
+	    {"pause", cmd_lifecycle},
+	    {"resume", cmd_lifecycle},
+	    {"status", cmd_lifecycle},
+	    {"file", cmd_file},
+	    {"ls", cmd_ls},
+	    {"gc", cmd_gc},
+	    {"rollout", cmd_rollout},
+	};
+	for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++)
+		if (strcmp(cmd, table[t].name) == 0)
+			return table[t].fn(&g, sub_argc, sub_argv);
+	return cli_usage_error(usage_text, "sbx", "unknown command '%s'", cmd);
+}

@@ -1,0 +1,612 @@
+/* Config: which backend and settings each data source uses, and the host's policies.
+ *
+ * Shapes accepted: LoongSage's `data_source.sandbox` (defaults) with `data_sources[i].sandbox`
+ * overrides, and NexAU's `sandbox_config` block (the defaults). Merge rule: an override's keys
+ * replace the defaults' keys of the same name; when the override names another type, the
+ * defaults' plugin keys are not inherited (they belong to another backend) but policy keys are. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const top_keys[] = {"data_source", "data_sources", "sandbox_config", NULL};
+static const char *const source_keys[] = {"name", "sandbox", "path", "weight", "metadata", NULL};
+
+/* Host policy keys, with the peers' spellings that mean the same thing. */
+typedef struct policy_key {
+	const char *name;
+	const char *canonical;
+} policy_key;
+
+static const policy_key policy_keys[] = {
+    {"timeout", "timeout"},
+    {"command_exec_timeout_seconds", "timeout"}, /* LoongSage */
+    {"max_concurrency", "max_concurrency"},
+    {"output_char_threshold", "output_char_threshold"},
+    {"truncate_head_chars", "truncate_head_chars"},
+    {"truncate_tail_chars", "truncate_tail_chars"},
+    {"output_max_bytes", "output_max_bytes"},
+    {"ttl", "ttl"},
+    {"auto_resume", "auto_resume"},
+    {"sandbox_creation_timeout_seconds", "create_timeout"}, /* LoongSage */
+    {"create_timeout", "create_timeout"},
+    {NULL, NULL},
+};
+
+static const char *policy_canonical(const char *key)
+{
+	for (const policy_key *p = policy_keys; p->name; p++)
+		if (strcmp(p->name, key) == 0)
+			return p->canonical;
+	return NULL;
+}
+
+static char *join_names(const char *const *names)
+{
+	size_t len = 1;
+	for (size_t i = 0; names[i]; i++)
+		len += strlen(names[i]) + 2;
+	char *s = sbx__alloc(len);
+	if (!s)
+		return NULL;
+	size_t used = 0;
+	for (size_t i = 0; names[i]; i++)
+		used += (size_t)snprintf(s + used, len - used, "%s%s", i ? ", " : "", names[i]);
+	s[used] = '\0';
+	return s;
+}
+
+static int check_keys(const sbx__node *map, const char *const *valid, const char *what,
+		      sbx_error *err)
+{
+	for (size_t i = 0; i < map->n; i++) {
+		int ok = 0;
+		for (size_t j = 0; valid[j] && !ok; j++)
+			ok = strcmp(map->keys[i], valid[j]) == 0;
+		if (!ok) {
+			char *list = join_names(valid);
+			sbx__set_error(err, SBX_E_CONFIG,
+				       "%s:%d: unknown key '%s' in %s; valid keys: %s",
+				       map->items[i]->file, map->items[i]->line, map->keys[i], what,
+				       list ? list : "?");
+			sbx__free(list);
+			return SBX_E_CONFIG;
+		}
+	}
+	return SBX_OK;
+}
+
+static void default_policy(sbx__policy *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->output_char_threshold = 10000;
+	p->truncate_head_chars = 5000;
+	p->truncate_tail_chars = 5000;
+	p->output_max_bytes = 256ull << 20;
+}
+
+static int scalar_of(const sbx__node *v, const char *key, const char *want, sbx_error *err)
+{
+	if (v->kind != SBX__NODE_SCALAR)
+		return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, not a %s",
+				      v->file, v->line, key, want,
+				      v->kind == SBX__NODE_MAP ? "mapping" : "list");
+	return SBX_OK;
+}
+
+static int parse_number(const sbx__node *v, const char *key, double lo, double hi, int integer,
+			double *out, sbx_error *err)
+{
+	const char *want = integer ? "an integer" : "a number";
+	int rc = scalar_of(v, key, want, err);
+	if (rc != SBX_OK)
+		return rc;
+	char *end = NULL;
+	errno = 0;
+	double d = strtod(v->scalar, &end);
+	if (!*v->scalar || *end || errno || isnan(d) || (integer && d != floor(d)))
+		return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, got '%s'",
+				      v->file, v->line, key, want, v->scalar);
+	if (d < lo || d > hi)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "%s:%d: '%s' is %s; it must be between %.15g and %.15g",
+				      v->file, v->line, key, v->scalar, lo, hi);
+	*out = d;
+	return SBX_OK;
+}
+
+static int parse_bool(const sbx__node *v, const char *key, int *out, sbx_error *err)
+{
+	int rc = scalar_of(v, key, "true or false", err);
+	if (rc != SBX_OK)
+		return rc;
+	static const char *const yes[] = {"true", "yes", "on", "1"};
+	static const char *const no[] = {"false", "no", "off", "0"};
+	for (int i = 0; i < 4; i++) {
+		if (strcmp(v->scalar, yes[i]) == 0) {
+			*out = 1;
+			return SBX_OK;
+		}
+		if (strcmp(v->scalar, no[i]) == 0) {
+			*out = 0;
+			return SBX_OK;
+		}
+	}
+	return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be true or false, got '%s'",
+			      v->file, v->line, key, v->scalar);
+}
+
+static int apply_policy(sbx__policy *p, const char *key, const char *canonical, const sbx__node *v,
+			sbx_error *err)
+{
+	double d = 0;
+	int rc;
+	if (strcmp(canonical, "timeout") == 0 || strcmp(canonical, "create_timeout") == 0) {
+		rc = parse_number(v, key, 0, 31536000, 0, &d, err);
+		if (rc == SBX_OK && canonical[0] == 't')
+			p->timeout = d;
+		return rc;
+	}
+	if (strcmp(canonical, "auto_resume") == 0)
+		return parse_bool(v, key, &p->auto_resume, err);
+	if (strcmp(canonical, "ttl") == 0) {
+		rc = parse_number(v, key, 0, 315360000, 1, &d, err);
+		p->ttl = (int64_t)d;
+		return rc;
+	}
+	if (strcmp(canonical, "max_concurrency") == 0) {
+		rc = parse_number(v, key, 0, 1000000, 1, &d, err);
+		p->max_concurrency = (uint64_t)d;
+		return rc;
+	}
+	if (strcmp(canonical, "output_max_bytes") == 0) {
+		rc = parse_number(v, key, 0, 4611686018427387904.0, 1, &d, err);
+		p->output_max_bytes = (uint64_t)d;
+		return rc;
+	}
+	double lo = strcmp(canonical, "output_char_threshold") == 0 ? 1 : 0;
+	rc = parse_number(v, key, lo, 1000000000, 1, &d, err);
+	if (rc != SBX_OK)
+		return rc;
+	if (canonical[0] == 'o')
+		p->output_char_threshold = (uint64_t)d;
+	else if (strcmp(canonical, "truncate_head_chars") == 0)
+		p->truncate_head_chars = (uint64_t)d;
+	else
+		p->truncate_tail_chars = (uint64_t)d;
+	return SBX_OK;
+}
+
+static int new_map(const char *file, int line, sbx__node **out)
+{
+	sbx__node *m = sbx__calloc(1, sizeof(*m));
+	if (!m || !(m->file = sbx__strdup(file ? file : "<config>"))) {
+		sbx__free(m);
+		return SBX_E_NOMEM;
+	}
+	m->kind = SBX__NODE_MAP;
+	m->line = line;
+	*out = m;
+	return SBX_OK;
+}
+
+/* Sets key to a copy of v in map, replacing an existing entry. */
+static int map_set(sbx__node *map, const char *key, const sbx__node *v)
+{
+	sbx__node *copy = sbx__node_dup(v);
+	if (!copy)
+		return SBX_E_NOMEM;
+	for (size_t i = 0; i < map->n; i++) {
+		if (strcmp(map->keys[i], key) == 0) {
+			sbx__node_free(map->items[i]);
+			map->items[i] = copy;
+			return SBX_OK;
+		}
+	}
+	char *k = sbx__strdup(key);
+	char **nk = sbx__realloc(map->keys, (map->n + 1) * sizeof(*nk));
+	if (nk)
+		map->keys = nk;
+	sbx__node **ni = nk ? sbx__realloc(map->items, (map->n + 1) * sizeof(*ni)) : NULL;
+	if (ni)
+		map->items = ni;
+	if (!k || !nk || !ni) {
+		sbx__free(k);
+		sbx__node_free(copy);
+		return SBX_E_NOMEM;
+	}
+	map->keys[map->n] = k;
+	map->items[map->n] = copy;
+	map->n++;
+	return SBX_OK;
+}
+
+static void ds_clear(sbx__data_source *ds)
+{
+	sbx__free(ds->name);
+	sbx__free(ds->alias);
+	sbx__free(ds->file);
+	sbx__node_free(ds->keys);
+	memset(ds, 0, sizeof(*ds));
+}
+
+/* The alias a `type` value names, NULL for none/empty. */
+static int type_alias(const sbx__node *v, char **alias, sbx_error *err)
+{
+	*alias = NULL;
+	int rc = scalar_of(v, "type", "a sandbox type alias", err);
+	if (rc != SBX_OK)
+		return rc;
+	const char *s = v->scalar;
+	while (*s == ' ')
+		s++;
+	size_t n = strlen(s);
+	while (n && s[n - 1] == ' ')
+		n--;
+	if (n == 0 || (n == 4 && strncmp(s, "none", 4) == 0) ||
+	    (!v->quoted && (strcmp(s, "null") == 0 || strcmp(s, "~") == 0)))
+		return SBX_OK;
+	*alias = sbx__strndup(s, n);
+	return *alias ? SBX_OK : sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+}
+
+/* Applies one sandbox block over ds (which may already hold inherited values). */
+static int apply_block(sbx__data_source *ds, const sbx__node *block, sbx_error *err)
+{
+	if (block->kind != SBX__NODE_MAP)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "%s:%d: a sandbox block must be a mapping with at least "
+				      "'type'",
+				      block->file, block->line);
+	int rc;
+	const sbx__node *type = sbx__node_get(block, "type");
+	if (type) {
+		char *alias = NULL;
+		rc = type_alias(type, &alias, err);
+		if (rc != SBX_OK)
+			return rc;
+		int same = (alias && ds->alias && strcmp(alias, ds->alias) == 0);
+		if (!same) {
+			/* Another backend: the inherited plugin keys were meant for the other. */
+			sbx__node_free(ds->keys);
+			ds->keys = NULL;
+			if (new_map(block->file, block->line, &ds->keys) != SBX_OK) {
+				sbx__free(alias);
+				return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+			}
+		}
+		sbx__free(ds->alias);
+		ds->alias = alias;
+	}
+	sbx__free(ds->file);
+	ds->file = sbx__strdup(block->file);
+	ds->line = block->line;
+	if (!ds->file)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	if (!ds->keys && new_map(block->file, block->line, &ds->keys) != SBX_OK)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < block->n; i++) {
+		const char *key = block->keys[i];
+		if (strcmp(key, "type") == 0)
+			continue;
+		const char *canonical = policy_canonical(key);
+		if (canonical) {
+			rc = apply_policy(&ds->policy, key, canonical, block->items[i], err);
+			if (rc != SBX_OK)
+				return rc;
+			continue;
+		}
+		if (map_set(ds->keys, key, block->items[i]) != SBX_OK)
+			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	}
+	const sbx__policy *p = &ds->policy;
+	if (p->truncate_head_chars + p->truncate_tail_chars > p->output_char_threshold)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "%s:%d: truncate_head_chars (%llu) + truncate_tail_chars "
+				      "(%llu) must not exceed output_char_threshold (%llu)",
+				      block->file, block->line,
+				      (unsigned long long)p->truncate_head_chars,
+				      (unsigned long long)p->truncate_tail_chars,
+				      (unsigned long long)p->output_char_threshold);
+	return SBX_OK;
+}
+
+static int ds_copy(sbx__data_source *dst, const sbx__data_source *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->policy = src->policy;
+	dst->line = src->line;
+	if ((src->alias && !(dst->alias = sbx__strdup(src->alias))) ||
+	    (src->file && !(dst->file = sbx__strdup(src->file))) ||
+	    (src->keys && !(dst->keys = sbx__node_dup(src->keys)))) {
+		ds_clear(dst);
+		return SBX_E_NOMEM;
+	}
+	return SBX_OK;
+}
+
+void sbx__config_free(sbx__config *cfg)
+{
+	if (!cfg)
+		return;
+	ds_clear(&cfg->deflt);
+	for (size_t i = 0; i < cfg->n; i++)
+		ds_clear(&cfg->sources[i]);
+	sbx__free(cfg->sources);
+	sbx__free(cfg->file);
+	sbx__free(cfg);
+}
+
+static int load_sources(sbx__config *cfg, const sbx__node *list, sbx_error *err)
+{
+	if (list->kind != SBX__NODE_LIST)
+		return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: 'data_sources' must be a list",
+				      list->file, list->line);
+	cfg->sources = sbx__calloc(list->n ? list->n : 1, sizeof(*cfg->sources));
+	if (!cfg->sources)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < list->n; i++) {
+		const sbx__node *item = list->items[i];
+		if (item->kind != SBX__NODE_MAP)
+			return sbx__set_error(err, SBX_E_CONFIG,
+					      "%s:%d: data_sources[%zu] must be a mapping",
+					      item->file, item->line, i);
+		int rc = check_keys(item, source_keys, "a data source", err);
+		if (rc != SBX_OK)
+			return rc;
+		sbx__data_source *ds = &cfg->sources[i];
+		if (ds_copy(ds, &cfg->deflt) != SBX_OK)
+			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		cfg->n = i + 1;
+		const sbx__node *name = sbx__node_get(item, "name");
+		if (name && name->kind != SBX__NODE_SCALAR)
+			return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: 'name' must be a string",
+					      name->file, name->line);
+		ds->name = name ? sbx__strdup(name->scalar) : sbx__asprintf("%zu", i);
+		if (!ds->name)
+			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(cfg->sources[j].name, ds->name) == 0)
+				return sbx__set_error(err, SBX_E_CONFIG,
+						      "%s:%d: data source name '%s' is used twice",
+						      item->file, item->line, ds->name);
+		const sbx__node *block = sbx__node_get(item, "sandbox");
+		if (block) {
+			rc = apply_block(ds, block, err);
+			if (rc != SBX_OK)
+				return rc;
+		}
+	}
+	return SBX_OK;
+}
+
+int sbx__config_load(const char *path, const char *text, sbx__config **out, sbx_error *err)
+{
+	*out = NULL;
+	sbx__node *root = NULL;
+	int rc;
+	sbx__config *cfg = sbx__calloc(1, sizeof(*cfg));
+	if (!cfg)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	default_policy(&cfg->deflt.policy);
+	if (!(cfg->deflt.name = sbx__strdup("default"))) {
+		rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if (!path && !text) {
+		cfg->deflt.alias = sbx__strdup("local");
+		if (!cfg->deflt.alias ||
+		    new_map("<built-in default>", 1, &cfg->deflt.keys) != SBX_OK)
+			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		else
+			rc = SBX_OK;
+		goto out;
+	}
+	if (path) {
+		rc = sbx__yaml_load_file(path, 1, SBX_E_CONFIG, &root, err);
+		if (rc == SBX_OK && !(cfg->file = sbx__strdup(path)))
+			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	} else {
+		rc = sbx__yaml_load_string(text, "<config>", 1, SBX_E_CONFIG, &root, err);
+	}
+	if (rc != SBX_OK) {
+		if (rc == SBX_E_IO)
+			rc =
+			    sbx__set_error(err, SBX_E_CONFIG, "config %s", err ? err->message : "");
+		goto out;
+	}
+	if (root->kind != SBX__NODE_MAP) {
+		rc = sbx__set_error(err, SBX_E_CONFIG,
+				    "%s:%d: a config must be a mapping with 'data_source', "
+				    "'data_sources' or 'sandbox_config'",
+				    root->file, root->line);
+		goto out;
+	}
+	rc = check_keys(root, top_keys, "the config", err);
+	if (rc != SBX_OK)
+		goto out;
+	const sbx__node *ds = sbx__node_get(root, "data_source");
+	const sbx__node *nexau = sbx__node_get(root, "sandbox_config");
+	if (ds && nexau) {
+		rc =
+		    sbx__set_error(err, SBX_E_CONFIG,
+				   "%s:%d: give either 'data_source' or 'sandbox_config', not both",
+				   nexau->file, nexau->line);
+		goto out;
+	}
+	const sbx__node *block = nexau;
+	if (ds) {
+		if (ds->kind != SBX__NODE_MAP) {
+			rc = sbx__set_error(err, SBX_E_CONFIG,
+					    "%s:%d: 'data_source' must be a mapping", ds->file,
+					    ds->line);
+			goto out;
+		}
+		rc = check_keys(ds, source_keys, "data_source", err);
+		if (rc != SBX_OK)
+			goto out;
+		block = sbx__node_get(ds, "sandbox");
+	}
+	if (new_map(root->file, 1, &cfg->deflt.keys) != SBX_OK) {
+		rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		goto out;
+	}
+	if (block) {
+		rc = apply_block(&cfg->deflt, block, err);
+		if (rc != SBX_OK)
+			goto out;
+	}
+	const sbx__node *list = sbx__node_get(root, "data_sources");
+	if (list) {
+		rc = load_sources(cfg, list, err);
+		if (rc != SBX_OK)
+			goto out;
+	}
+	rc = SBX_OK;
+out:
+	sbx__node_free(root);
+	if (rc != SBX_OK) {
+		sbx__config_free(cfg);
+		return rc;
+	}
+	*out = cfg;
+	return SBX_OK;
+}
+
+int sbx__config_find(const sbx__config *cfg, const char *name_or_index,
+		     const sbx__data_source **out, sbx_error *err)
+{
+	if (!name_or_index || strcmp(name_or_index, "default") == 0) {
+		*out = &cfg->deflt;
+		return SBX_OK;
+	}
+	for (size_t i = 0; i < cfg->n; i++) {
+		if (strcmp(cfg->sources[i].name, name_or_index) == 0) {
+			*out = &cfg->sources[i];
+			return SBX_OK;
+		}
+	}
+	char *end = NULL;
+	errno = 0;
+	unsigned long long idx = strtoull(name_or_index, &end, 10);
+	if (*name_or_index >= '0' && *name_or_index <= '9' && !*end && !errno && idx < cfg->n) {
+		*out = &cfg->sources[idx];
+		return SBX_OK;
+	}
+	char names[400] = "default";
+	for (size_t i = 0; i < cfg->n; i++) {
+		size_t used = strlen(names);
+		if (used + strlen(cfg->sources[i].name) + 8 >= sizeof(names)) {
+			snprintf(names + used, sizeof(names) - used, ", ...");
+			break;
+		}
+		snprintf(names + used, sizeof(names) - used, ", %s", cfg->sources[i].name);
+	}
+	return sbx__set_error(err, SBX_E_CONFIG,
+			      "unknown data source '%.100s'; configured: %s (or an index 0..%zu)",
+			      name_or_index, names, cfg->n ? cfg->n - 1 : 0);
+}
+
+static const char *type_name(uint32_t t)
+{
+	switch (t) {
+	case SBX_KEY_STRING:
+		return "a string";
+	case SBX_KEY_INT:
+		return "an integer";
+	case SBX_KEY_FLOAT:
+		return "a number";
+	case SBX_KEY_BOOL:
+		return "true or false";
+	case SBX_KEY_LIST:
+		return "a list";
+	case SBX_KEY_MAP:
+		return "a mapping";
+	}
+	return "any value";
+}
+
+static int check_type(const sbx__node *v, const char *key, uint32_t type, sbx_error *err)
+{
+	double d;
+	int b;
+	switch (type) {
+	case SBX_KEY_STRING:
+		return scalar_of(v, key, "a string", err);
+	case SBX_KEY_INT:
+		return parse_number(v, key, -9.2e18, 9.2e18, 1, &d, err);
+	case SBX_KEY_FLOAT:
+		return parse_number(v, key, -1e308, 1e308, 0, &d, err);
+	case SBX_KEY_BOOL:
+		return parse_bool(v, key, &b, err);
+	case SBX_KEY_LIST:
+	case SBX_KEY_MAP:
+		if (v->kind != (type == SBX_KEY_LIST ? SBX__NODE_LIST : SBX__NODE_MAP))
+			return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s", v->file,
+					      v->line, key, type_name(type));
+		return SBX_OK;
+	}
+	return SBX_OK;
+}
+
+int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry_defaults,
+			   const sbx_plugin_desc *desc, struct sbx_config **out, sbx_error *err)
+{
+	*out = NULL;
+	sbx__node *merged = NULL;
+	int rc = SBX_OK;
+	if (new_map(ds->file, ds->line, &merged) != SBX_OK)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	const sbx__node *layers[2] = {registry_defaults, ds->keys};
+	for (int l = 0; l < 2; l++) {
+		const sbx__node *m = layers[l];
+		if (!m || m->kind != SBX__NODE_MAP)
+			continue;
+		for (size_t i = 0; i < m->n; i++) {
+			const char *key = m->keys[i];
+			const sbx_config_key *decl = NULL;
+			for (uint32_t k = 0; k < desc->n_keys && !decl; k++)
+				if (desc->keys[k].name && strcmp(desc->keys[k].name, key) == 0)
+					decl = &desc->keys[k];
+			if (!decl) {
+				char list[600] = "";
+				for (uint32_t k = 0; k < desc->n_keys; k++) {
+					size_t used = strlen(list);
+					snprintf(list + used, sizeof(list) - used, "%s%s",
+						 k ? ", " : "", desc->keys[k].name);
+				}
+				rc = sbx__set_error(
+				    err, SBX_E_CONFIG,
+				    "%s:%d: unknown key '%s' for sandbox type '%s'; valid keys: "
+				    "%s (and the host's: timeout, max_concurrency, "
+				    "output_char_threshold, truncate_head_chars, "
+				    "truncate_tail_chars, output_max_bytes, ttl, auto_resume)",
+				    m->items[i]->file, m->items[i]->line, key, desc->alias,
+				    desc->n_keys ? list : "none");
+				goto out;
+			}
+			rc = check_type(m->items[i], key, decl->type, err);
+			if (rc != SBX_OK)
+				goto out;
+			if (map_set(merged, key, m->items[i]) != SBX_OK) {
+				rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+				goto out;
+			}
+		}
+	}
+	struct sbx_config *cfg = sbx__calloc(1, sizeof(*cfg));
+	if (!cfg || !(cfg->json = sbx__calloc(merged->n ? merged->n : 1, sizeof(char *)))) {
+		sbx__free(cfg);
+		rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		goto out;
+	}
+	cfg->map = merged;
+	merged = NULL;
+	*out = cfg;
+out:
+	sbx__node_free(merged);
+	return rc;
+}

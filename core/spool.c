@@ -1,0 +1,516 @@
+/* One exec's output: the per-call directory (command.txt, stdout.txt, stderr.txt) and the
+ * display copies.
+ *
+ * Memory stays constant however much a command prints: every chunk goes straight to its file
+ * (up to output_max_bytes per stream, the rest is counted as dropped), and only a bounded head
+ * and a ring of the last characters are kept in memory. Characters are counted the way NexAU
+ * counts a Python str: one per UTF-8 code point, and one per byte that is not part of a valid
+ * sequence, so binary output has a well-defined length and a cut never splits a sequence.
+ *
+ * A stream's display copy is the whole text when it has at most output_char_threshold
+ * characters (or at most head + tail, when nothing could be omitted); otherwise the first
+ * truncate_head_chars characters, NexAU's marker
+ * "\n\n... [N characters omitted] ...\n(Full output: PATH)\n\n" (N with thousands separators,
+ * PATH that stream's file), and the last truncate_tail_chars characters. Unlike NexAU each
+ * stream is judged alone, nothing is cleaned, and `truncated` is set only when a cut happened. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define SPOOL_DEFAULT_THRESHOLD 10000u
+#define SPOOL_DEFAULT_HEAD      5000u
+#define SPOOL_DEFAULT_TAIL      5000u
+/* Keeps the in-memory buffers sane whatever the config says (4 MiB characters each). */
+#define SPOOL_MAX_CHARS (4u * 1024u * 1024u)
+
+typedef struct utf8_dec {
+	unsigned char pend[4]; /* bytes of an incomplete sequence */
+	uint8_t npend;
+	uint8_t need; /* length of the sequence pend[0] starts */
+} utf8_dec;
+
+/* One character of the tail ring: 1 to 4 bytes. */
+typedef struct tail_unit {
+	unsigned char len;
+	unsigned char b[4];
+} tail_unit;
+
+typedef struct spool_stream {
+	int fd;
+	char *path;
+	uint64_t bytes;   /* written by the command */
+	uint64_t stored;  /* in the file */
+	uint64_t dropped; /* past output_max_bytes */
+	uint64_t chars;
+	utf8_dec dec;
+	unsigned char *head; /* first head_max characters */
+	size_t head_len;
+	size_t head_units;
+	size_t head_cut_len; /* bytes of the first truncate_head_chars characters */
+	tail_unit *tail;     /* ring of the last tail_max characters */
+	size_t tail_start;
+	size_t tail_n;
+	/* Per chunk: characters completed so far, and how many to leave out of the ring. */
+	uint64_t chunk_units;
+	uint64_t chunk_skip;
+} spool_stream;
+
+struct sbx__spool {
+	pthread_mutex_t lock;
+	char *dir;
+	size_t threshold, head_chars, tail_chars, head_max;
+	uint64_t max_bytes;
+	spool_stream st[2];
+	int io_errno; /* first write failure, reported by finish */
+	const char *io_stream;
+};
+
+static size_t clamp_chars(uint64_t v)
+{
+	return v > SPOOL_MAX_CHARS ? SPOOL_MAX_CHARS : (size_t)v;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int mkdir_parents(char *path)
+{
+	/* The parent (the sandbox's calls folder) usually exists: one syscall in the common case. */
+	if (mkdir(path, 0700) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return errno;
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		int rc = mkdir(path, 0700);
+		int e = errno;
+		*p = '/';
+		if (rc != 0 && e != EEXIST)
+			return e;
+	}
+	if (mkdir(path, 0700) != 0 && errno != EEXIST)
+		return errno;
+	return 0;
+}
+
+/* ---- UTF-8 splitting */
+
+static size_t seq_len(unsigned char b)
+{
+	if (b < 0x80)
+		return 1;
+	if (b >= 0xC2 && b <= 0xDF)
+		return 2;
+	if (b >= 0xE0 && b <= 0xEF)
+		return 3;
+	if (b >= 0xF0 && b <= 0xF4)
+		return 4;
+	return 0;
+}
+
+/* Whether b may follow the pending bytes (no overlong forms, surrogates or > U+10FFFF). */
+static int cont_ok(const utf8_dec *d, unsigned char b)
+{
+	if ((b & 0xC0) != 0x80)
+		return 0;
+	if (d->npend == 1) {
+		switch (d->pend[0]) {
+		case 0xE0:
+			return b >= 0xA0;
+		case 0xED:
+			return b <= 0x9F;
+		case 0xF0:
+			return b >= 0x90;
+		case 0xF4:
+			return b <= 0x8F;
+		default:
+			break;
+		}
+	}
+	return 1;
+}
+
+/* Takes one character. With st NULL only counts (the first pass over a chunk). */
+static void emit(spool_stream *st, const struct sbx__spool *sp, uint64_t *count,
+		 const unsigned char *b, size_t n)
+{
+	uint64_t idx = (*count)++;
+	if (!st)
+		return;
+	st->chars++;
+	if (st->head_units < sp->head_max) {
+		memcpy(st->head + st->head_len, b, n);
+		st->head_len += n;
+		st->head_units++;
+		if (st->head_units == sp->head_chars)
+			st->head_cut_len = st->head_len;
+	}
+	if (sp->tail_chars == 0 || idx < st->chunk_skip)
+		return;
+	size_t slot;
+	if (st->tail_n < sp->tail_chars) {
+		slot = (st->tail_start + st->tail_n) % sp->tail_chars;
+		st->tail_n++;
+	} else {
+		slot = st->tail_start;
+		st->tail_start = (st->tail_start + 1) % sp->tail_chars;
+	}
+	st->tail[slot].len = (unsigned char)n;
+	memcpy(st->tail[slot].b, b, n);
+}
+
+/* Splits bytes into characters; *d carries an incomplete sequence across chunks. */
+static void decode(utf8_dec *d, spool_stream *st, const struct sbx__spool *sp, uint64_t *count,
+		   const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char b = p[i];
+		if (d->npend) {
+			if (cont_ok(d, b)) {
+				d->pend[d->npend++] = b;
+				if (d->npend == d->need) {
+					emit(st, sp, count, d->pend, d->npend);
+					d->npend = 0;
+				}
+				continue;
+			}
+			for (uint8_t j = 0; j < d->npend; j++)
+				emit(st, sp, count, &d->pend[j], 1);
+			d->npend = 0;
+		}
+		size_t len = seq_len(b);
+		if (len <= 1) {
+			emit(st, sp, count, &b, 1);
+		} else {
+			d->pend[0] = b;
+			d->npend = 1;
+			d->need = (uint8_t)len;
+		}
+	}
+}
+
+static void feed(struct sbx__spool *sp, spool_stream *st, const unsigned char *p, size_t n)
+{
+	/* A first counting pass tells which characters can reach the ring at all, so a huge chunk
+	 * costs one cheap scan plus at most tail_chars ring writes. */
+	uint64_t total = 0;
+	if (sp->tail_chars && n > 4 * (uint64_t)sp->tail_chars) {
+		utf8_dec probe = st->dec;
+		decode(&probe, NULL, sp, &total, p, n);
+	}
+	st->chunk_units = 0;
+	st->chunk_skip = total > sp->tail_chars ? total - sp->tail_chars : 0;
+	decode(&st->dec, st, sp, &st->chunk_units, p, n);
+}
+
+static void flush_decoder(struct sbx__spool *sp, spool_stream *st)
+{
+	st->chunk_units = 0;
+	st->chunk_skip = 0;
+	for (uint8_t j = 0; j < st->dec.npend; j++)
+		emit(st, sp, &st->chunk_units, &st->dec.pend[j], 1);
+	st->dec.npend = 0;
+}
+
+/* ---- life cycle */
+
+int sbx__spool_new(const char *call_dir, const char *command, const sbx__policy *policy,
+		   sbx__spool **out, sbx_error *err)
+{
+	static const char *const names[2] = {"stdout.txt", "stderr.txt"};
+	int rc = SBX_OK;
+	struct sbx__spool *sp = sbx__calloc(1, sizeof(*sp));
+	if (!sp)
+		return sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
+	sp->st[0].fd = sp->st[1].fd = -1;
+	if (pthread_mutex_init(&sp->lock, NULL) != 0) {
+		sbx__free(sp);
+		return sbx__set_error(err, SBX_E_NOMEM, "exec: cannot create a mutex");
+	}
+	sp->threshold =
+	    clamp_chars(policy ? policy->output_char_threshold : SPOOL_DEFAULT_THRESHOLD);
+	sp->head_chars = clamp_chars(policy ? policy->truncate_head_chars : SPOOL_DEFAULT_HEAD);
+	sp->tail_chars = clamp_chars(policy ? policy->truncate_tail_chars : SPOOL_DEFAULT_TAIL);
+	sp->max_bytes = policy ? policy->output_max_bytes : 0;
+	sp->head_max = sp->head_chars > sp->threshold ? sp->head_chars : sp->threshold;
+
+	sp->dir = sbx__strdup(call_dir);
+	if (!sp->dir) {
+		rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
+		goto out;
+	}
+	int e = mkdir_parents(sp->dir);
+	if (e) {
+		rc = sbx__set_error(err, SBX_E_IO, "exec: cannot create call directory %s: %s",
+				    call_dir, strerror(e));
+		goto out;
+	}
+	for (int i = 0; i < 2; i++) {
+		spool_stream *st = &sp->st[i];
+		st->path = sbx__asprintf("%s/%s", call_dir, names[i]);
+		st->head = sbx__alloc(sp->head_max * 4);
+		/* Not zeroed: only the tail_n slots written are ever read. */
+		st->tail = sbx__alloc((sp->tail_chars ? sp->tail_chars : 1) * sizeof(tail_unit));
+		if (!st->path || !st->head || !st->tail) {
+			rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
+			goto out;
+		}
+		st->fd = open(st->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (st->fd < 0) {
+			rc = sbx__set_error(err, SBX_E_IO, "exec: cannot create %s: %s", st->path,
+					    strerror(errno));
+			goto out;
+		}
+	}
+	char *cmd_path = sbx__asprintf("%s/command.txt", call_dir);
+	if (!cmd_path) {
+		rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
+		goto out;
+	}
+	int fd = open(cmd_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	e = fd < 0 ? errno : write_all(fd, command ? command : "", command ? strlen(command) : 0);
+	if (fd >= 0 && close(fd) != 0 && !e)
+		e = errno;
+	if (e)
+		rc = sbx__set_error(err, SBX_E_IO, "exec: cannot write %s: %s", cmd_path,
+				    strerror(e));
+	sbx__free(cmd_path);
+out:
+	if (rc != SBX_OK) {
+		sbx__spool_free(sp);
+		sp = NULL;
+	}
+	*out = sp;
+	return rc;
+}
+
+int sbx__spool_write(void *spool, uint32_t stream, const void *data, size_t len)
+{
+	struct sbx__spool *sp = spool;
+	if (!sp || (stream != SBX_STREAM_STDOUT && stream != SBX_STREAM_STDERR) || (!data && len))
+		return SBX_E_INVAL;
+	if (len == 0)
+		return SBX_OK;
+	spool_stream *st = &sp->st[stream == SBX_STREAM_STDOUT ? 0 : 1];
+	int rc = SBX_OK;
+	pthread_mutex_lock(&sp->lock);
+	st->bytes += len;
+	size_t keep = len;
+	if (sp->max_bytes) {
+		uint64_t room = sp->max_bytes > st->stored ? sp->max_bytes - st->stored : 0;
+		if (room < keep)
+			keep = (size_t)room;
+	}
+	st->dropped += len - keep;
+	if (keep && st->fd >= 0) {
+		int e = write_all(st->fd, data, keep);
+		if (e) {
+			if (!sp->io_errno) {
+				sp->io_errno = e;
+				sp->io_stream = stream == SBX_STREAM_STDOUT ? "stdout" : "stderr";
+			}
+			rc = SBX_E_IO;
+		} else {
+			st->stored += keep;
+		}
+	}
+	feed(sp, st, data, len);
+	pthread_mutex_unlock(&sp->lock);
+	return rc;
+}
+
+/* Formats v with thousands separators, as Python's "{:,}". */
+static void format_thousands(uint64_t v, char *buf, size_t cap)
+{
+	char digits[32];
+	int n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
+	size_t o = 0;
+	for (int i = 0; i < n && o + 2 < cap; i++) {
+		if (i > 0 && (n - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = digits[i];
+	}
+	buf[o] = '\0';
+}
+
+/* Appends tail units skipping the first `skip`; returns the new length. */
+static size_t copy_tail(const struct sbx__spool *sp, const spool_stream *st, size_t skip, char *dst)
+{
+	size_t o = 0;
+	for (size_t i = skip; i < st->tail_n; i++) {
+		const tail_unit *u = &st->tail[(st->tail_start + i) % sp->tail_chars];
+		memcpy(dst + o, u->b, u->len);
+		o += u->len;
+	}
+	return o;
+}
+
+static size_t tail_bytes(const struct sbx__spool *sp, const spool_stream *st, size_t skip)
+{
+	size_t n = 0;
+	for (size_t i = skip; i < st->tail_n; i++)
+		n += st->tail[(st->tail_start + i) % sp->tail_chars].len;
+	return n;
+}
+
+static int display_copy(struct sbx__spool *sp, spool_stream *st, char **text, size_t *text_len,
+			int *cut)
+{
+	uint64_t c = st->chars;
+	*cut = c > sp->threshold && c > (uint64_t)sp->head_chars + sp->tail_chars;
+	if (!*cut) {
+		/* The head holds the first head_units characters; the ring the last tail_n. */
+		size_t skip = st->tail_n;
+		uint64_t first_in_tail = c - st->tail_n;
+		if (first_in_tail <= st->head_units)
+			skip = (size_t)(st->head_units - first_in_tail);
+		size_t n = st->head_len + tail_bytes(sp, st, skip);
+		char *s = sbx__alloc(n + 1);
+		if (!s)
+			return SBX_E_NOMEM;
+		memcpy(s, st->head, st->head_len);
+		copy_tail(sp, st, skip, s + st->head_len);
+		s[n] = '\0';
+		*text = s;
+		*text_len = n;
+		return SBX_OK;
+	}
+	char omitted[40];
+	format_thousands(c - sp->head_chars - sp->tail_chars, omitted, sizeof(omitted));
+	char *marker = sbx__asprintf("\n\n... [%s characters omitted] ...\n(Full output: %s)\n\n",
+				     omitted, st->path);
+	if (!marker)
+		return SBX_E_NOMEM;
+	size_t mlen = strlen(marker);
+	size_t n = st->head_cut_len + mlen + tail_bytes(sp, st, 0);
+	char *s = sbx__alloc(n + 1);
+	if (!s) {
+		sbx__free(marker);
+		return SBX_E_NOMEM;
+	}
+	memcpy(s, st->head, st->head_cut_len);
+	memcpy(s + st->head_cut_len, marker, mlen);
+	copy_tail(sp, st, 0, s + st->head_cut_len + mlen);
+	s[n] = '\0';
+	sbx__free(marker);
+	*text = s;
+	*text_len = n;
+	return SBX_OK;
+}
+
+int sbx__spool_finish(sbx__spool *sp, sbx_exec_result *res, sbx_error *err)
+{
+	int rc = SBX_OK;
+	char *text[2] = {NULL, NULL};
+	size_t len[2] = {0, 0};
+	int cut[2] = {0, 0};
+	char *dir = NULL, *files[2] = {NULL, NULL};
+
+	pthread_mutex_lock(&sp->lock);
+	for (int i = 0; i < 2; i++) {
+		spool_stream *st = &sp->st[i];
+		flush_decoder(sp, st);
+		if (st->fd >= 0) {
+			if (close(st->fd) != 0 && !sp->io_errno) {
+				sp->io_errno = errno;
+				sp->io_stream = i == 0 ? "stdout" : "stderr";
+			}
+			st->fd = -1;
+		}
+	}
+	pthread_mutex_unlock(&sp->lock);
+	if (sp->io_errno) {
+		rc = sbx__set_error(err, SBX_E_IO, "exec: cannot store %s in %s: %s", sp->io_stream,
+				    sp->dir, strerror(sp->io_errno));
+		goto out;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (display_copy(sp, &sp->st[i], &text[i], &len[i], &cut[i]) != SBX_OK) {
+			rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
+			goto out;
+		}
+	}
+	dir = sbx__strdup(sp->dir);
+	files[0] = sbx__strdup(sp->st[0].path);
+	files[1] = sbx__strdup(sp->st[1].path);
+	if (!dir || !files[0] || !files[1]) {
+		rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
+		goto out;
+	}
+	sbx__free(res->stdout_text);
+	sbx__free(res->stderr_text);
+	sbx__free(res->output_dir);
+	sbx__free(res->stdout_file);
+	sbx__free(res->stderr_file);
+	res->stdout_text = text[0];
+	res->stderr_text = text[1];
+	res->stdout_text_len = len[0];
+	res->stderr_text_len = len[1];
+	res->truncated = (cut[0] || cut[1]) ? 1u : 0u;
+	res->original_stdout_length = sp->st[0].chars;
+	res->original_stderr_length = sp->st[1].chars;
+	res->stdout_bytes = sp->st[0].bytes;
+	res->stderr_bytes = sp->st[1].bytes;
+	res->stdout_dropped = sp->st[0].dropped;
+	res->stderr_dropped = sp->st[1].dropped;
+	res->output_dir = dir;
+	res->stdout_file = files[0];
+	res->stderr_file = files[1];
+	return SBX_OK;
+out:
+	sbx__free(text[0]);
+	sbx__free(text[1]);
+	sbx__free(dir);
+	sbx__free(files[0]);
+	sbx__free(files[1]);
+	return rc;
+}
+
+void sbx__spool_free(sbx__spool *sp)
+{
+	if (!sp)
+		return;
+	for (int i = 0; i < 2; i++) {
+		if (sp->st[i].fd >= 0)
+			close(sp->st[i].fd);
+		sbx__free(sp->st[i].path);
+		sbx__free(sp->st[i].head);
+		sbx__free(sp->st[i].tail);
+	}
+	sbx__free(sp->dir);
+	pthread_mutex_destroy(&sp->lock);
+	sbx__free(sp);
+}
+
+void sbx_exec_result_free(sbx_exec_result *res)
+{
+	if (!res)
+		return;
+	sbx__free(res->stdout_text);
+	sbx__free(res->stderr_text);
+	sbx__free(res->output_dir);
+	sbx__free(res->stdout_file);
+	sbx__free(res->stderr_file);
+	sbx__free(res);
+}

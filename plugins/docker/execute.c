@@ -1,0 +1,521 @@
+/* Commands in a container: POST /containers/{id}/exec, then /exec/{id}/start, whose answer is
+ * the multiplexed stdout/stderr stream (8-byte frame headers) that lasts until the command is
+ * done and the engine closes the connection; the exit code comes from /exec/{id}/json.
+ *
+ * Every user command runs under a fixed /bin/sh wrapper that gets the command as "$@" (never
+ * spliced into a string), redirects stdin, and makes the command lead its own process group.
+ * The exec carries SBX_EXEC_TOKEN=<random> in its environment, inherited by everything it
+ * starts. On a timeout a second exec kills, inside the container, the process group of every
+ * process carrying that marker and the processes themselves, until none is left.
+ *
+ * stdin bytes are not sent over a hijacked connection (libcurl cannot half-close one): they go
+ * into /tmp/.sbx-stdin-<token> through the archive endpoint, and the wrapper redirects from
+ * that file and removes it before the command starts. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "docker.h"
+
+#define host sbx__dk_host
+
+/* $1 stdin file or "", $2 "s" for a shell string (then $3 is it) or "a" for argv. */
+static const char wrapper[] =
+    "i=$1; m=$2; shift 2\n"
+    "if [ -n \"$i\" ]; then exec <\"$i\" || exit 126; rm -f -- \"$i\"; else exec </dev/null; fi\n"
+    "if [ \"$m\" = s ]; then\n"
+    "  if command -v bash >/dev/null 2>&1; then set -- bash -c \"$1\"; else set -- /bin/sh -c "
+    "\"$1\"; fi\n"
+    "fi\n"
+    "g=; read -r _ _ _ _ g _ </proc/$$/stat 2>/dev/null\n"
+    "if [ \"$g\" = \"$$\" ]; then exec \"$@\"; fi\n"
+    "exec setsid \"$@\"\n";
+
+/* $1 the token. Kills every process (and its group) whose environment has the marker, and
+ * repeats until a scan finds none, so a fork racing the scan is caught by the next one. */
+static const char killer[] =
+    "t=$1; n=0\n"
+    "while [ $n -lt 200 ]; do\n"
+    "  f=\n"
+    "  for d in /proc/[0-9]*; do\n"
+    "    p=${d#/proc/}\n"
+    "    [ \"$p\" = \"$$\" ] && continue\n"
+    "    case \"$(tr '\\0' '\\n' <\"$d/environ\" 2>/dev/null)\" in\n"
+    "    *\"SBX_EXEC_TOKEN=$t\"*)\n"
+    "      g=; read -r _ _ _ _ g _ <\"$d/stat\" 2>/dev/null\n"
+    "      case $g in ''|0|1) ;; *) kill -KILL -- \"-$g\" 2>/dev/null;; esac\n"
+    "      kill -KILL \"$p\" 2>/dev/null; f=1;;\n"
+    "    esac\n"
+    "  done\n"
+    "  [ -z \"$f\" ] && exit 0\n"
+    "  n=$((n+1)); sleep 0.02\n"
+    "done\n"
+    "exit 1\n";
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* Demultiplexer of the exec stream: frames are [type, 0, 0, 0, size32be] + payload and may be
+ * split anywhere across reads. */
+typedef struct demux {
+	unsigned char hdr[8];
+	size_t hdr_len;
+	size_t remaining;
+	uint32_t stream;
+	sbx_output_fn sink;
+	void *ctx;
+	int sink_rc;
+	CURL *easy;
+	int checked;        /* the status line has been looked at */
+	dk_resp error_body; /* the answer when it is not a stream (an error) */
+} demux;
+
+static size_t demux_write(char *data, size_t size, size_t n, void *vctx)
+{
+	demux *d = vctx;
+	size_t len = size * n, off = 0;
+	if (!d->checked) {
+		long status = 0;
+		curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &status);
+		d->checked = status == 200 || status == 101 ? 1 : 2;
+	}
+	if (d->checked == 2) /* an error answer, JSON: keep its start for the message */
+		return d->error_body.len > 4096 ? len
+						: sbx__dk_collect(data, size, n, &d->error_body);
+	while (off < len) {
+		if (d->remaining == 0) {
+			size_t take = 8 - d->hdr_len;
+			if (take > len - off)
+				take = len - off;
+			memcpy(d->hdr + d->hdr_len, data + off, take);
+			d->hdr_len += take;
+			off += take;
+			if (d->hdr_len < 8)
+				break;
+			d->hdr_len = 0;
+			d->remaining = ((size_t)d->hdr[4] << 24) | ((size_t)d->hdr[5] << 16) |
+				       ((size_t)d->hdr[6] << 8) | d->hdr[7];
+			d->stream = d->hdr[0] == 1 ? SBX_STREAM_STDOUT : SBX_STREAM_STDERR;
+			if (d->hdr[0] == 0) /* stdin echo: not output */
+				d->stream = 0;
+			continue;
+		}
+		size_t take = d->remaining < len - off ? d->remaining : len - off;
+		if (d->stream && d->sink) {
+			int rc = d->sink(d->ctx, d->stream, data + off, take);
+			if (rc != 0) {
+				d->sink_rc = rc;
+				return 0; /* aborts the transfer */
+			}
+		}
+		d->remaining -= take;
+		off += take;
+	}
+	return len;
+}
+
+static int exec_create(dk_state *st, const char *id, json_t *body, char *exec_id, size_t cap,
+		       sbx_error *err)
+{
+	char path[160];
+	dk_resp resp = {0};
+	json_t *j = NULL;
+	snprintf(path, sizeof(path), "/containers/%s/exec", id);
+	int rc = sbx__dk_request_json(st, "POST", path, body, &resp, err);
+	if (rc != SBX_OK)
+		goto out;
+	if (resp.status != 201 && resp.status != 200) {
+		rc = sbx__dk_http_error(&resp, "exec", id, err);
+		goto out;
+	}
+	j = json_loadb(resp.body, resp.len, 0, NULL);
+	const char *eid = json_string_value(json_object_get(j, "Id"));
+	if (!eid || strlen(eid) >= cap || strspn(eid, "0123456789abcdef") != strlen(eid)) {
+		rc = host->set_error(err, SBX_E_BACKEND,
+				     "docker: exec: engine answered without an "
+				     "exec id");
+		goto out;
+	}
+	memcpy(exec_id, eid, strlen(eid) + 1);
+out:
+	json_decref(j);
+	sbx__dk_resp_free(&resp);
+	return rc;
+}
+
+typedef struct exec_state {
+	int running;
+	int exit_code;
+} exec_state;
+
+static int exec_inspect(dk_state *st, const char *exec_id, exec_state *es, sbx_error *err)
+{
+	char path[160];
+	dk_resp resp = {0};
+	json_t *j = NULL;
+	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
+	int rc = sbx__dk_request(st, "GET", path, NULL, NULL, 0, &resp, err);
+	if (rc != SBX_OK)
+		goto out;
+	if (resp.status != 200) {
+		rc = sbx__dk_http_error(&resp, "exec", exec_id, err);
+		goto out;
+	}
+	j = json_loadb(resp.body, resp.len, 0, NULL);
+	json_t *code = json_object_get(j, "ExitCode");
+	es->running = json_is_true(json_object_get(j, "Running"));
+	es->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+out:
+	json_decref(j);
+	sbx__dk_resp_free(&resp);
+	return rc;
+}
+
+static int kill_tree(dk_state *st, const char *id, const char *token, sbx_error *err);
+
+/* What to kill when the deadline passes: the container and the exec's marker token. */
+typedef struct kill_target {
+	const char *container;
+	const char *token;
+	int rc;
+	sbx_error err;
+} kill_target;
+
+/* Streams the output of exec_id into d. Returns when the engine closes the stream, when
+ * `deadline` (monotonic ms, 0 = none) passes (*expired = 1), or when the exec is seen to have
+ * ended while something it left behind still holds the stream open. */
+static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t deadline,
+		       kill_target *kt, int *expired, sbx_error *err)
+{
+	char path[160];
+	CURL *e = NULL;
+	CURLM *m = NULL;
+	struct curl_slist *hdrs = NULL;
+	static const char body[] = "{\"Detach\":false,\"Tty\":false}";
+	int rc;
+	*expired = 0;
+	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
+	if ((rc = sbx__dk_easy(st, "POST", path, &e, err)) != SBX_OK)
+		return rc;
+	hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	m = curl_multi_init();
+	if (!hdrs || !m) {
+		rc = host->set_error(err, SBX_E_NOMEM, "docker: exec: out of memory");
+		goto out;
+	}
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)(sizeof(body) - 1));
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, demux_write);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
+	d->easy = e;
+	/* The stream has no length and ends with the connection: never reuse it. */
+	curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+	curl_multi_add_handle(m, e);
+
+	int running = 1;
+	int64_t start = now_ms(), next_check = start + 500;
+	CURLcode result = CURLE_OK;
+	while (running) {
+		CURLMcode mc = curl_multi_perform(m, &running);
+		if (mc != CURLM_OK) {
+			rc = host->set_error(err, SBX_E_BACKEND, "docker: exec: %s",
+					     curl_multi_strerror(mc));
+			goto out;
+		}
+		if (!running)
+			break;
+		int64_t now = now_ms();
+		if (deadline && now >= deadline) {
+			if (*expired || !kt)
+				goto out; /* the drain after the kill is over too */
+			/* Kill first and keep reading, so output written before the kill arrives. */
+			*expired = 1;
+			kt->rc = kill_tree(st, kt->container, kt->token, &kt->err);
+			deadline = now_ms() + 1000;
+			continue;
+		}
+		if (now >= next_check && !*expired) {
+			/* A background child may hold the stream after the command ended. */
+			exec_state es = {0};
+			if (exec_inspect(st, exec_id, &es, NULL) == SBX_OK && !es.running) {
+				int64_t grace = now_ms() + 200;
+				while (running && now_ms() < grace) {
+					curl_multi_poll(m, NULL, 0, 50, NULL);
+					curl_multi_perform(m, &running);
+				}
+				if (running)
+					goto out; /* done: the command has ended */
+				break;
+			}
+			next_check = now + 500;
+		}
+		int64_t wait = next_check - now;
+		if (deadline && deadline - now < wait)
+			wait = deadline - now;
+		curl_multi_poll(m, NULL, 0, (int)(wait > 0 ? wait : 1), NULL);
+	}
+	int left;
+	CURLMsg *msg;
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE)
+			result = msg->data.result;
+	if (d->sink_rc) {
+		rc = d->sink_rc;
+		goto out;
+	}
+	if (result != CURLE_OK) {
+		rc = sbx__dk_curl_error(st, "exec", result, err);
+		goto out;
+	}
+	long status = 0;
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200 && status != 101) {
+		d->error_body.status = status;
+		rc = sbx__dk_http_error(&d->error_body, "exec", exec_id, err);
+	}
+out:
+	sbx__dk_resp_free(&d->error_body);
+	if (m && e)
+		curl_multi_remove_handle(m, e);
+	curl_easy_cleanup(e);
+	curl_multi_cleanup(m);
+	curl_slist_free_all(hdrs);
+	return rc;
+}
+
+/* After the stream ends the engine may need a moment to record the exit code. */
+static int exec_wait(dk_state *st, const char *exec_id, exec_state *es, sbx_error *err)
+{
+	long pause_ms = 2;
+	int64_t deadline = now_ms() + 5000;
+	for (;;) {
+		int rc = exec_inspect(st, exec_id, es, err);
+		if (rc != SBX_OK || !es->running)
+			return rc;
+		if (now_ms() > deadline)
+			return host->set_error(
+			    err, SBX_E_BACKEND,
+			    "docker: exec: engine still reports exec %.12s running "
+			    "after its stream ended",
+			    exec_id);
+		sleep_ms(pause_ms);
+		if (pause_ms < 100)
+			pause_ms *= 2;
+	}
+}
+
+static json_t *argv_json(const char *const *argv)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && argv[i]; i++)
+		if (json_array_append_new(a, json_string(argv[i])) != 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+static int capture_sink(void *vctx, uint32_t stream, const void *data, size_t len)
+{
+	dk_capture *c = vctx;
+	char *buf = stream == SBX_STREAM_STDOUT ? c->out : c->err;
+	size_t *used = stream == SBX_STREAM_STDOUT ? &c->out_len : &c->err_len;
+	size_t cap = stream == SBX_STREAM_STDOUT ? sizeof(c->out) : sizeof(c->err);
+	size_t take = cap - 1 - *used < len ? cap - 1 - *used : len;
+	memcpy(buf + *used, data, take);
+	*used += take;
+	buf[*used] = '\0';
+	return 0;
+}
+
+int sbx__dk_run(dk_state *st, const char *id, const char *const *argv, dk_capture *cap,
+		sbx_error *err)
+{
+	char exec_id[128];
+	int expired = 0;
+	exec_state es = {0};
+	memset(cap, 0, sizeof(*cap));
+	json_t *body = json_pack("{s:b,s:b,s:b,s:b,s:o}", "AttachStdin", 0, "AttachStdout", 1,
+				 "AttachStderr", 1, "Tty", 0, "Cmd", argv_json(argv));
+	if (!body)
+		return host->set_error(err, SBX_E_NOMEM, "docker: exec: out of memory");
+	int rc = exec_create(st, id, body, exec_id, sizeof(exec_id), err);
+	json_decref(body);
+	if (rc != SBX_OK)
+		return rc;
+	demux d = {.sink = capture_sink, .ctx = cap};
+	rc = exec_stream(st, exec_id, &d, 0, NULL, &expired, err);
+	if (rc == SBX_OK)
+		rc = exec_wait(st, exec_id, &es, err);
+	cap->exit_code = es.exit_code;
+	return rc;
+}
+
+/* Kills what the command with `token` left running inside the container. */
+static int kill_tree(dk_state *st, const char *id, const char *token, sbx_error *err)
+{
+	const char *argv[] = {"/bin/sh", "-c", killer, "sbx-kill", token, NULL};
+	dk_capture cap;
+	int rc = sbx__dk_run(st, id, argv, &cap, err);
+	if (rc == SBX_OK && cap.exit_code != 0)
+		rc = host->set_error(
+		    err, SBX_E_BACKEND,
+		    "docker: exec: could not kill the timed-out command in container "
+		    "%.12s (exit %d): %.200s",
+		    id, cap.exit_code, cap.err);
+	return rc;
+}
+
+/* Resolves a relative cwd beneath the work dir. */
+static int exec_cwd(dk_state *st, const char *cwd, char *buf, size_t cap, sbx_error *err)
+{
+	int n;
+	if (cwd[0] == '/')
+		n = snprintf(buf, cap, "%s", cwd);
+	else
+		n = snprintf(buf, cap, "%s/%s", st->working_dir, cwd);
+	if (n < 0 || (size_t)n >= cap)
+		return host->set_error(err, SBX_E_PATH, "docker: exec: cwd is too long");
+	for (const char *p = cwd; *p;) {
+		size_t l = strcspn(p, "/");
+		if (l == 2 && p[0] == '.' && p[1] == '.' && cwd[0] != '/')
+			return host->set_error(
+			    err, SBX_E_PATH, "docker: exec: cwd '%.200s' leaves the work dir", cwd);
+		p += l;
+		while (*p == '/')
+			p++;
+	}
+	return SBX_OK;
+}
+
+int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
+		    sbx_error *err)
+{
+	dk_state *st = state;
+	char token[33], marker[64], stdin_name[64] = "", stdin_path[80] = "", exec_id[128];
+	char cwd[4096];
+	json_t *cmd = NULL, *env = NULL, *body = NULL;
+	dk_resp resp = {0};
+	int expired = 0, rc;
+	int64_t start = now_ms();
+	if ((rc = sbx__dk_id_check(id, "exec", err)) != SBX_OK)
+		return rc;
+	if ((!req->shell) == (!req->argv) || (req->argv && !req->argv[0]))
+		return host->set_error(
+		    err, SBX_E_INVAL,
+		    "docker: exec: give exactly one of shell and a non-empty argv");
+	if (sbx__dk_token(token, sizeof(token), 16) != SBX_OK)
+		return host->set_error(err, SBX_E_INVAL, "docker: exec: no token");
+	snprintf(marker, sizeof(marker), "SBX_EXEC_TOKEN=%s", token);
+
+	if (req->has_stdin) {
+		snprintf(stdin_name, sizeof(stdin_name), ".sbx-stdin-%s", token);
+		snprintf(stdin_path, sizeof(stdin_path), "/tmp/%s", stdin_name);
+		rc = sbx__dk_put_file(st, id, "/tmp", stdin_name, req->stdin_data, req->stdin_len,
+				      0600, &resp, err);
+		if (rc != SBX_OK)
+			goto out;
+		if (resp.status != 200) {
+			rc = sbx__dk_http_error(&resp, "exec: stdin", id, err);
+			goto out;
+		}
+		sbx__dk_resp_free(&resp);
+	}
+
+	cmd = json_pack("[sssss]", "/bin/sh", "-c", wrapper, "sbx-exec", stdin_path);
+	if (!cmd)
+		goto nomem;
+	if (req->shell) {
+		if (json_array_append_new(cmd, json_string("s")) ||
+		    json_array_append_new(cmd, json_string(req->shell)))
+			goto nomem;
+	} else {
+		if (json_array_append_new(cmd, json_string("a")))
+			goto nomem;
+		for (size_t i = 0; req->argv[i]; i++)
+			if (json_array_append_new(cmd, json_string(req->argv[i])))
+				goto nomem;
+	}
+	env = json_array();
+	if (!env || json_array_append_new(env, json_string(marker)))
+		goto nomem;
+	for (uint32_t i = 0; i < req->n_env; i++) {
+		char kv[8192];
+		int n = snprintf(kv, sizeof(kv), "%s=%s", req->env[i].key, req->env[i].value);
+		if (n < 0 || (size_t)n >= sizeof(kv)) {
+			rc =
+			    host->set_error(err, SBX_E_INVAL, "docker: exec: env %.64s is too long",
+					    req->env[i].key);
+			goto out;
+		}
+		if (json_array_append_new(env, json_string(kv)))
+			goto nomem;
+	}
+	body = json_pack("{s:b,s:b,s:b,s:b,s:O,s:O}", "AttachStdin", 0, "AttachStdout", 1,
+			 "AttachStderr", 1, "Tty", 0, "Cmd", cmd, "Env", env);
+	if (!body)
+		goto nomem;
+	if (req->cwd) {
+		if ((rc = exec_cwd(st, req->cwd, cwd, sizeof(cwd), err)) != SBX_OK)
+			goto out;
+		if (json_object_set_new(body, "WorkingDir", json_string(cwd)))
+			goto nomem;
+	}
+	if (req->user && *req->user && json_object_set_new(body, "User", json_string(req->user)))
+		goto nomem;
+
+	if ((rc = exec_create(st, id, body, exec_id, sizeof(exec_id), err)) != SBX_OK)
+		goto out;
+	demux d = {.sink = req->output, .ctx = req->output_ctx};
+	int64_t deadline = req->timeout_ms ? start + (int64_t)req->timeout_ms : 0;
+	kill_target kt = {.container = id, .token = token};
+	rc = exec_stream(st, exec_id, &d, deadline, &kt, &expired, err);
+	if (expired) {
+		rc = kt.rc;
+		if (rc != SBX_OK)
+			host->set_error(err, rc, "%s", kt.err.message);
+		out->timed_out = 1;
+		out->exit_code = -1;
+		out->signal = SIGKILL;
+		goto out;
+	}
+	if (rc != SBX_OK && d.sink_rc) {
+		kill_tree(st, id, token, NULL);
+		host->set_error(err, rc, "docker: exec: the output sink refused more output");
+		goto out;
+	}
+	if (rc != SBX_OK)
+		goto out;
+	exec_state es = {0};
+	if ((rc = exec_wait(st, exec_id, &es, err)) != SBX_OK)
+		goto out;
+	out->exit_code = es.exit_code;
+	stdin_path[0] = '\0'; /* the wrapper removed it */
+out:
+	if (stdin_path[0] && rc != SBX_OK) {
+		const char *argv[] = {"rm", "-f", "--", stdin_path, NULL};
+		dk_capture cap;
+		sbx__dk_run(st, id, argv, &cap, NULL);
+	}
+	json_decref(body);
+	json_decref(cmd);
+	json_decref(env);
+	sbx__dk_resp_free(&resp);
+	return rc;
+nomem:
+	rc = host->set_error(err, SBX_E_NOMEM, "docker: exec: out of memory");
+	goto out;
+}

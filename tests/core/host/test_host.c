@@ -1,0 +1,785 @@
+/* The host object and routing: lazy loading (one load per file, faulty aliases keep their
+ * reason), per-data-source plugin states, labels, ids, exec through the spool with the
+ * data source's policy, pause and auto_resume, files, serialised non-thread-safe plugins. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static const char *config_text = "data_source:\n"
+				 "  sandbox:\n"
+				 "    type: hfix\n"
+				 "    timeout: 7\n"
+				 "data_sources:\n"
+				 "  - name: second\n"
+				 "    sandbox:\n"
+				 "      type: hfix2\n"
+				 "      greeting: bonjour\n"
+				 "      auto_resume: true\n"
+				 "  - name: off\n"
+				 "    sandbox:\n"
+				 "      type: none\n"
+				 "  - name: broken\n"
+				 "    sandbox:\n"
+				 "      type: gone\n"
+				 "  - name: badinit\n"
+				 "    sandbox:\n"
+				 "      type: hfix\n"
+				 "      fail_init: true\n"
+				 "  - name: ttl\n"
+				 "    sandbox:\n"
+				 "      type: hfix\n"
+				 "      ttl: 600\n";
+
+static char state_dir[600];
+static int counter;
+
+static sbx_host *new_host(const char *cfg)
+{
+	snprintf(state_dir, sizeof(state_dir), "%s/host-%d-%d", HOST_TMP, (int)getpid(), ++counter);
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.registry_path = HFIX_REGISTRY;
+	o.config_text = cfg;
+	o.state_dir = state_dir;
+	o.run_id = "run-42";
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	int rc = sbx_host_new(&o, &h, &err);
+	cr_assert_eq(rc, SBX_OK, "%s", err.message);
+	return h;
+}
+
+static void create(sbx_host *h, const char *ds, char id[SBX_ID_MAX])
+{
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	co.data_source = ds;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_OK, "%s", err.message);
+}
+
+static sbx_exec_result *run(sbx_host *h, const char *id, const char *shell, double timeout)
+{
+	sbx_exec_opts eo;
+	memset(&eo, 0, sizeof(eo));
+	SBX_INIT_HEADER(eo);
+	eo.shell = shell;
+	eo.timeout = timeout;
+	sbx_exec_result *r = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_exec(h, id, &eo, &r, &err), SBX_OK, "%s", err.message);
+	return r;
+}
+
+static int exec_status(sbx_host *h, const char *id, const char *shell, sbx_error *err)
+{
+	sbx_exec_opts eo;
+	memset(&eo, 0, sizeof(eo));
+	SBX_INIT_HEADER(eo);
+	eo.shell = shell;
+	eo.timeout = -1;
+	sbx_exec_result *r = NULL;
+	int rc = sbx_exec(h, id, &eo, &r, err);
+	sbx_exec_result_free(r);
+	return rc;
+}
+
+Test(host, state_dir_is_created_private)
+{
+	sbx_host *h = new_host(config_text);
+	struct stat st;
+	cr_assert_eq(stat(state_dir, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0700);
+	sbx_host_free(h);
+}
+
+Test(host, plugins_load_lazily_and_one_file_loads_once)
+{
+	sbx_host *h = new_host(config_text);
+	cr_assert_eq(sbx_plugin_count(h), 3);
+	sbx_plugin_info info;
+	memset(&info, 0, sizeof(info));
+	SBX_INIT_HEADER(info);
+	sbx_error err = {0};
+	/* Alias order: gone, hfix, hfix2. */
+	cr_assert_eq(sbx_plugin_get(h, 1, &info, &err), SBX_OK);
+	cr_assert_str_eq(info.alias, "hfix");
+	cr_assert_str_eq(info.path, HFIX_SO);
+	cr_assert_str_eq(info.registry_file, HFIX_REGISTRY);
+	cr_assert_eq(info.state, SBX_PLUGIN_UNLOADED);
+	cr_assert_null(info.version);
+	cr_assert_eq(sbx_plugin_load(h, "hfix", &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_plugin_get(h, 2, &info, &err), SBX_OK);
+	cr_assert_str_eq(info.alias, "hfix2");
+	cr_assert_eq(info.state, SBX_PLUGIN_LOADED);
+	cr_assert_str_eq(info.version, "2.5");
+	cr_assert_str_eq(info.description, "host test fixture");
+	cr_assert_eq(info.plugin_abi_major, SBX_ABI_MAJOR);
+	cr_assert_null(info.reason);
+	cr_assert_eq(sbx_plugin_get(h, 3, &info, &err), SBX_E_INVAL);
+	sbx_host_free(h);
+}
+
+Test(host, faulty_alias_keeps_its_reason_and_others_work)
+{
+	sbx_host *h = new_host(config_text);
+	sbx_error e1 = {0}, e2 = {0};
+	int rc1 = sbx_plugin_load(h, "gone", &e1);
+	cr_assert_neq(rc1, SBX_OK);
+	char id[SBX_ID_MAX];
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	co.data_source = "broken";
+	int rc2 = sbx_create(h, &co, id, &e2);
+	cr_assert_eq(rc2, rc1);
+	cr_assert_str_eq(e2.message, e1.message);
+	cr_assert(strncmp(e1.message, "gone: ", 6) == 0, "%s", e1.message);
+	cr_assert(strstr(e1.message, "sbx-missing.so") != NULL, "%s", e1.message);
+	sbx_plugin_info info;
+	memset(&info, 0, sizeof(info));
+	SBX_INIT_HEADER(info);
+	cr_assert_eq(sbx_plugin_get(h, 0, &info, &e2), SBX_OK);
+	cr_assert_eq(info.state, SBX_PLUGIN_FAULTY);
+	cr_assert_str_eq(info.reason, e1.message);
+	create(h, NULL, id);
+	cr_assert_str_eq(id, "hfix:h-1");
+	sbx_host_free(h);
+}
+
+Test(host, bad_ids_and_unknown_alias_are_clear_errors)
+{
+	sbx_host *h = new_host(config_text);
+	sbx_error err = {0};
+	cr_assert_eq(exec_status(h, "nocolon", "x", &err), SBX_E_BAD_ID);
+	cr_assert_eq(exec_status(h, "", "x", &err), SBX_E_BAD_ID);
+	cr_assert_eq(sbx_destroy(h, "hfix:", &err), SBX_E_BAD_ID);
+	cr_assert_eq(sbx_destroy(h, NULL, &err), SBX_E_BAD_ID);
+	cr_assert_eq(exec_status(h, "nope:x", "x", &err), SBX_E_UNKNOWN_ALIAS);
+	cr_assert_str_eq(err.message, "unknown sandbox type 'nope'; known: gone, hfix, hfix2");
+	cr_assert_eq(exec_status(h, "hfix:h-999", "x", &err), SBX_E_NOT_FOUND);
+	cr_assert_str_eq(err.message, "hfix: execute: no sandbox 'h-999'");
+	sbx_host_free(h);
+}
+
+Test(host, create_exec_destroy_round_trip)
+{
+	sbx_host *h = new_host(config_text);
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	cr_assert_str_eq(id, "hfix:h-1");
+	sbx_exec_result *r = run(h, id, "hi there", -1);
+	cr_assert_eq(r->exit_code, 0);
+	cr_assert_str_eq(r->stdout_text, "hi there\n");
+	cr_assert_eq(r->stdout_text_len, 9);
+	cr_assert_str_eq(r->stderr_text, "");
+	cr_assert_eq(r->truncated, 0);
+	cr_assert_geq(r->duration, 0.0);
+	char calls[700];
+	snprintf(calls, sizeof(calls), "%s/calls/hfix%%3Ah-1/", state_dir);
+	cr_assert(strncmp(r->output_dir, calls, strlen(calls)) == 0, "%s", r->output_dir);
+	char path[900];
+	snprintf(path, sizeof(path), "%s/command.txt", r->output_dir);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	char line[64] = {0};
+	cr_assert_not_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	cr_assert_str_eq(line, "hi there");
+	sbx_exec_result_free(r);
+
+	r = run(h, id, "exit 3", -1);
+	cr_assert_eq(r->exit_code, 3);
+	sbx_exec_result_free(r);
+	r = run(h, id, "stderr", -1);
+	cr_assert_str_eq(r->stderr_text, "err\n");
+	sbx_exec_result_free(r);
+
+	sbx_error err = {0};
+	cr_assert_eq(sbx_destroy(h, id, &err), SBX_OK, "%s", err.message);
+	calls[strlen(calls) - 1] = '\0';
+	struct stat st;
+	cr_assert_eq(stat(calls, &st), -1, "%s still exists", calls);
+	cr_assert_eq(sbx_destroy(h, id, &err), SBX_OK, "already gone succeeds");
+	sbx_host_free(h);
+}
+
+Test(host, argv_exec_and_stdin)
+{
+	sbx_host *h = new_host(config_text);
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	const char *argv[] = {"echo", "it's", NULL};
+	sbx_exec_opts eo;
+	memset(&eo, 0, sizeof(eo));
+	SBX_INIT_HEADER(eo);
+	eo.argv = argv;
+	sbx_exec_result *r = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_exec(h, id, &eo, &r, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(r->stdout_text, "echo it's\n");
+	char path[900];
+	snprintf(path, sizeof(path), "%s/command.txt", r->output_dir);
+	FILE *f = fopen(path, "r");
+	char line[64] = {0};
+	cr_assert_not_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	cr_assert_str_eq(line, "'echo' 'it'\\''s'");
+	sbx_exec_result_free(r);
+
+	eo.argv = NULL;
+	eo.shell = "cat";
+	eo.has_stdin = 1;
+	eo.stdin_data = "in\0put";
+	eo.stdin_len = 6;
+	cr_assert_eq(sbx_exec(h, id, &eo, &r, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(r->stdout_text_len, 6);
+	cr_assert_eq(memcmp(r->stdout_text, "in\0put", 6), 0);
+	sbx_exec_result_free(r);
+
+	eo.argv = argv;
+	cr_assert_eq(sbx_exec(h, id, &eo, &r, &err), SBX_E_INVAL);
+	cr_assert_null(r);
+	cr_assert_str_eq(err.message, "exec: give exactly one of shell and a non-empty argv");
+	sbx_host_free(h);
+}
+
+Test(host, labels_carry_owner_run_data_source_and_expiry)
+{
+	sbx_host *h = new_host(config_text);
+	char id[SBX_ID_MAX];
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	sbx_kv extra = {"team", "rl"};
+	co.labels = &extra;
+	co.n_labels = 1;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_OK, "%s", err.message);
+	sbx_exec_result *r = run(h, id, "labels", -1);
+	char host_name[256];
+	gethostname(host_name, sizeof(host_name));
+	char want[1024];
+	snprintf(want, sizeof(want), "sbx.owner=%s:%d\nsbx.run=run-42\nsbx.data_source=default\n",
+		 host_name, (int)getpid());
+	cr_assert(strncmp(r->stdout_text, want, strlen(want)) == 0, "%s", r->stdout_text);
+	const char *tok = r->stdout_text + strlen(want);
+	cr_assert(strncmp(tok, "sbx.token=", 10) == 0, "%s", tok);
+	cr_assert_eq(strspn(tok + 10, "0123456789abcdef"), 30, "%s", tok);
+	cr_assert(strncmp(tok + 40, "\nsbx.ledger=", 12) == 0, "%s", tok);
+	cr_assert_eq(strspn(tok + 52, "0123456789abcdef"), 16, "%s", tok);
+	cr_assert_str_eq(tok + 68, "\nteam=rl\n");
+	sbx_exec_result_free(r);
+
+	create(h, "ttl", id);
+	r = run(h, id, "labels", -1);
+	const char *exp = strstr(r->stdout_text, "sbx.expires=");
+	cr_assert_not_null(exp, "%s", r->stdout_text);
+	long long t = strtoll(exp + 12, NULL, 10);
+	long long now = (long long)time(NULL);
+	cr_assert(t >= now + 590 && t <= now + 600, "%lld vs %lld", t, now);
+	cr_assert_not_null(strstr(r->stdout_text, "sbx.data_source=ttl\n"));
+	sbx_exec_result_free(r);
+	sbx_host_free(h);
+}
+
+Test(host, data_source_config_reaches_its_own_plugin_state)
+{
+	sbx_host *h = new_host(config_text);
+	char a[SBX_ID_MAX], b[SBX_ID_MAX];
+	create(h, NULL, a);
+	create(h, "second", b);
+	cr_assert_str_eq(b, "hfix2:h-2");
+	sbx_exec_result *r = run(h, a, "greeting", -1);
+	cr_assert_str_eq(r->stdout_text, "from-registry");
+	sbx_exec_result_free(r);
+	r = run(h, b, "greeting", -1);
+	cr_assert_str_eq(r->stdout_text, "bonjour");
+	sbx_exec_result_free(r);
+	/* By index too. */
+	char c[SBX_ID_MAX];
+	create(h, "0", c);
+	cr_assert_str_eq(c, "hfix2:h-3");
+	sbx_host_free(h);
+}
+
+Test(host, data_sources_are_listed)
+{
+	sbx_host *h = new_host(config_text);
+	cr_assert_eq(sbx_data_source_count(h), 5);
+	const char *name, *alias;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_data_source_get(h, SIZE_MAX, &name, &alias, &err), SBX_OK);
+	cr_assert_str_eq(name, "default");
+	cr_assert_str_eq(alias, "hfix");
+	cr_assert_eq(sbx_data_source_get(h, 1, &name, &alias, &err), SBX_OK);
+	cr_assert_str_eq(name, "off");
+	cr_assert_null(alias);
+	cr_assert_eq(sbx_data_source_get(h, 5, &name, &alias, &err), SBX_E_INVAL);
+	sbx_host_free(h);
+}
+
+Test(host, type_none_and_failed_init_are_errors)
+{
+	sbx_host *h = new_host(config_text);
+	char id[SBX_ID_MAX];
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	co.data_source = "off";
+	sbx_error err = {0};
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_E_CONFIG);
+	cr_assert_str_eq(err.message, "create: data source 'off' has no sandbox (type: none); set "
+				      "sandbox.type to a backend alias");
+	co.data_source = "badinit";
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_E_BACKEND);
+	cr_assert_str_eq(err.message, "hfix: init: asked to fail");
+	cr_assert_str_eq(id, "");
+	co.data_source = NULL;
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_OK, "%s", err.message);
+	sbx_host_free(h);
+}
+
+Test(host, bad_backend_ids_are_refused)
+{
+	sbx_host *h = new_host(config_text);
+	char id[SBX_ID_MAX];
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	sbx_error err = {0};
+	co.image = "empty";
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_E_BACKEND);
+	cr_assert_str_eq(err.message, "hfix: create: plugin returned an empty sandbox id (at most "
+				      "250 bytes allowed)");
+	co.image = "unterminated";
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_E_BACKEND);
+	cr_assert_str_eq(id, "");
+	co.image = "space";
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_E_BACKEND);
+	cr_assert_str_eq(err.message, "hfix: create: plugin returned an id with spaces or control "
+				      "characters (destroyed it)");
+	co.image = "fail";
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_E_BACKEND);
+	cr_assert_str_eq(err.message, "hfix: create: image 'fail' refused");
+	sbx_host_free(h);
+}
+
+Test(host, timeout_defaults_from_the_data_source)
+{
+	sbx_host *h = new_host(config_text);
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	sbx_exec_result *r = run(h, id, "timeout", -1);
+	cr_assert_str_eq(r->stdout_text, "7000");
+	sbx_exec_result_free(r);
+	r = run(h, id, "timeout", 1.5);
+	cr_assert_str_eq(r->stdout_text, "1500");
+	sbx_exec_result_free(r);
+	r = run(h, id, "timeout", 0);
+	cr_assert_str_eq(r->stdout_text, "0");
+	sbx_exec_result_free(r);
+	/* hfix2's data source sets no timeout: the built-in default. */
+	create(h, "second", id);
+	r = run(h, id, "timeout", 0.0004);
+	cr_assert_str_eq(r->stdout_text, "1");
+	sbx_exec_result_free(r);
+	sbx_host_free(h);
+}
+
+Test(host, paused_sandbox_refuses_exec_unless_auto_resume)
+{
+	sbx_host *h = new_host(config_text);
+	char a[SBX_ID_MAX], b[SBX_ID_MAX];
+	create(h, NULL, a);
+	create(h, "second", b);
+	sbx_error err = {0};
+	uint32_t st;
+	cr_assert_eq(sbx_pause(h, a, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_status(h, a, &st, &err), SBX_OK);
+	cr_assert_eq(st, SBX_STATE_PAUSED);
+	cr_assert_eq(exec_status(h, a, "x", &err), SBX_E_PAUSED);
+	cr_assert_str_eq(err.message,
+			 "hfix:h-1: exec: sandbox is paused; resume it or set auto_resume: true");
+	cr_assert_eq(sbx_resume(h, a, &err), SBX_OK);
+	cr_assert_eq(exec_status(h, a, "x", &err), SBX_OK, "%s", err.message);
+
+	cr_assert_eq(sbx_pause(h, b, &err), SBX_OK);
+	cr_assert_eq(exec_status(h, b, "x", &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_status(h, b, &st, &err), SBX_OK);
+	cr_assert_eq(st, SBX_STATE_RUNNING);
+	sbx_host_free(h);
+}
+
+Test(host, files_route_and_unsupported_ops_say_so)
+{
+	sbx_host *h = new_host(config_text);
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	sbx_error err = {0};
+	cr_assert_eq(sbx_write_file(h, id, "a.txt", "ab\0c", 4, 0, &err), SBX_OK, "%s",
+		     err.message);
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(sbx_read_file(h, id, "a.txt", &data, &len, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(len, 4);
+	cr_assert_eq(memcmp(data, "ab\0c\0", 5), 0);
+	sbx_free(data);
+	cr_assert_eq(sbx_read_file(h, id, "b.txt", &data, &len, &err), SBX_E_NO_FILE);
+	cr_assert_null(data);
+	sbx_file_info fi;
+	cr_assert_eq(sbx_stat(h, id, "a.txt", &fi, &err), SBX_E_UNSUPPORTED);
+	cr_assert_str_eq(err.message, "hfix: stat: not supported by this backend");
+	sbx_file_info *ents = NULL;
+	size_t n = 0;
+	cr_assert_eq(sbx_list_dir(h, id, ".", &ents, &n, &err), SBX_E_UNSUPPORTED);
+	cr_assert_eq(sbx_mkdir(h, id, "d", 1, &err), SBX_E_UNSUPPORTED);
+	cr_assert_eq(sbx_remove(h, id, "d", 1, &err), SBX_E_UNSUPPORTED);
+	cr_assert_eq(sbx_destroy(h, id, &err), SBX_OK);
+	sbx_host_free(h);
+}
+
+Test(host, backend_info_wraps_the_plugin_json)
+{
+	sbx_host *h = new_host(config_text);
+	char *json = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_backend_info(h, "hfix", &json, &err), SBX_OK, "%s", err.message);
+	char want[1024];
+	snprintf(want, sizeof(want),
+		 "{\"alias\":\"hfix\",\"path\":\"%s\",\"version\":\"2.5\",\"abi\":\"%d.%d\","
+		 "\"data_source\":\"default\",\"thread_safe\":true,"
+		 "\"backend\":{\"greeting\":\"from-registry\"}}",
+		 HFIX_SO, SBX_ABI_MAJOR, SBX_ABI_MINOR);
+	cr_assert_str_eq(json, want);
+	sbx_free(json);
+	cr_assert_eq(sbx_backend_info(h, "nope", &json, &err), SBX_E_UNKNOWN_ALIAS);
+	sbx_host_free(h);
+}
+
+Test(host, alias_without_data_source_uses_registry_defaults)
+{
+	sbx_host *h = new_host("data_source:\n  sandbox:\n    type: hfix2\n");
+	char *json = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_backend_info(h, "hfix", &json, &err), SBX_OK, "%s", err.message);
+	cr_assert(strstr(json, "\"backend\":{\"greeting\":\"from-registry\"}") != NULL, "%s", json);
+	sbx_free(json);
+	sbx_host_free(h);
+}
+
+static sbx_host *shared_host;
+static char shared_id[SBX_ID_MAX];
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 20; i++) {
+		sbx_error err = {0};
+		if (exec_status(shared_host, shared_id, "slow", &err) != SBX_OK)
+			return strdup(err.message);
+	}
+	return NULL;
+}
+
+Test(host, calls_into_a_plugin_that_is_not_thread_safe_are_serialised)
+{
+	shared_host = new_host(config_text);
+	create(shared_host, "second", shared_id);
+	pthread_t t[6];
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, worker, NULL), 0);
+	for (int i = 0; i < 6; i++) {
+		void *msg = NULL;
+		pthread_join(t[i], &msg);
+		cr_assert_null(msg, "%s", (char *)msg);
+	}
+	sbx_host_free(shared_host);
+}
+
+Test(host, output_policy_comes_from_the_data_source)
+{
+	sbx_host *h = new_host("data_source:\n  sandbox:\n    type: hfix\n"
+			       "    output_char_threshold: 10\n    truncate_head_chars: 2\n"
+			       "    truncate_tail_chars: 3\n    output_max_bytes: 100\n");
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	sbx_exec_result *r = run(h, id, "big 200000", -1);
+	char want[1024];
+	snprintf(want, sizeof(want),
+		 "xx\n\n... [199,995 characters omitted] ...\n(Full output: %s)\n\nxxx",
+		 r->stdout_file);
+	cr_assert_str_eq(r->stdout_text, want);
+	cr_assert_eq(r->truncated, 1);
+	cr_assert_eq(r->stdout_bytes, 200000);
+	cr_assert_eq(r->stdout_dropped, 199900);
+	struct stat st;
+	cr_assert_eq(stat(r->stdout_file, &st), 0);
+	cr_assert_eq(st.st_size, 100);
+	sbx_exec_result_free(r);
+	sbx_host_free(h);
+}
+
+Test(host, null_and_bad_arguments)
+{
+	sbx_error err = {0};
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.config_path = "/x";
+	o.config_text = "y";
+	sbx_host *h = NULL;
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_E_INVAL);
+	cr_assert_null(h);
+	sbx_host_free(NULL);
+	cr_assert_eq(sbx_plugin_count(NULL), 0);
+	h = new_host(config_text);
+	cr_assert_eq(sbx_plugin_load(h, "nope", &err), SBX_E_UNKNOWN_ALIAS);
+	cr_assert_eq(sbx_exec(h, "hfix:h-1", NULL, NULL, &err), SBX_E_INVAL);
+	sbx_host_free(h);
+}
+
+typedef struct seen {
+	int n;
+	char id[SBX_ID_MAX];
+	char state[16];
+	char reason[128];
+	int status;
+	int64_t owner_pid;
+	uint32_t alive;
+} seen;
+
+static int find_row(void *ctx, const sbx_sandbox_record *rec)
+{
+	seen *s = ctx;
+	if (strcmp(rec->id, s->id) == 0) {
+		s->n++;
+		snprintf(s->state, sizeof(s->state), "%s", rec->state);
+		s->owner_pid = rec->owner_pid;
+		s->alive = rec->owner_alive;
+	}
+	return 0;
+}
+
+static void on_gc(void *ctx, const char *id, const char *reason, int status)
+{
+	seen *s = ctx;
+	if (strcmp(id, s->id) == 0) {
+		s->n++;
+		snprintf(s->reason, sizeof(s->reason), "%s", reason);
+		s->status = status;
+	}
+}
+
+Test(host, ledger_records_create_and_destroy)
+{
+	sbx_host *h = new_host(config_text);
+	seen s;
+	memset(&s, 0, sizeof(s));
+	create(h, NULL, s.id);
+	sbx_error err = {0};
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.state, "running");
+	cr_assert_eq(s.owner_pid, getpid());
+	cr_assert_eq(s.alive, 1);
+	cr_assert_eq(sbx_pause(h, s.id, &err), SBX_OK);
+	s.n = 0;
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK);
+	cr_assert_str_eq(s.state, "paused");
+	cr_assert_eq(sbx_destroy(h, s.id, &err), SBX_OK);
+	s.n = 0;
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.state, "gone");
+	/* gc leaves a live owner's sandbox alone. */
+	seen live;
+	memset(&live, 0, sizeof(live));
+	create(h, NULL, live.id);
+	cr_assert_eq(sbx_gc(h, 0, on_gc, &live, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(live.n, 0);
+	sbx_host_free(h);
+}
+
+Test(host, gc_reaps_a_sandbox_whose_owner_died)
+{
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	cr_assert_gt(child, 0);
+	cr_assert_eq(waitpid(child, NULL, 0), child);
+	sbx_host *h = new_host(config_text);
+	seen s;
+	memset(&s, 0, sizeof(s));
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	co.detached = 1;
+	co.owner_pid = child;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_create(h, &co, s.id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_gc(h, SBX_GC_DRY_RUN, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	char want[64];
+	snprintf(want, sizeof(want), "owner pid %d is dead", (int)child);
+	cr_assert_str_eq(s.reason, want);
+	s.n = 0;
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK);
+	cr_assert_str_eq(s.state, "running", "dry run changes nothing");
+	s.n = 0;
+	cr_assert_eq(sbx_gc(h, 0, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(s.status, SBX_OK);
+	s.n = 0;
+	cr_assert_eq(sbx_ledger_list(h, find_row, &s, &err), SBX_OK);
+	cr_assert_str_eq(s.state, "gone");
+	uint32_t st;
+	cr_assert_eq(sbx_status(h, s.id, &st, &err), SBX_OK);
+	cr_assert_eq(st, SBX_STATE_GONE);
+	sbx_host_free(h);
+}
+
+static void expect_state_dir(const char *want_prefix)
+{
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.registry_path = HFIX_REGISTRY;
+	o.config_text = config_text;
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_OK, "%s", err.message);
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	sbx_exec_result *r = run(h, id, "x", -1);
+	char want[700];
+	snprintf(want, sizeof(want), "%s/calls/hfix%%3Ah-", want_prefix);
+	cr_assert(strncmp(r->output_dir, want, strlen(want)) == 0, "%s", r->output_dir);
+	sbx_exec_result_free(r);
+	cr_assert_eq(sbx_destroy(h, id, &err), SBX_OK);
+	sbx_host_free(h);
+}
+
+Test(host, state_dir_comes_from_env_then_xdg_then_home)
+{
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/env-%d", HOST_TMP, (int)getpid());
+	setenv("SBX_STATE_DIR", dir, 1);
+	expect_state_dir(dir);
+	unsetenv("SBX_STATE_DIR");
+	snprintf(dir, sizeof(dir), "%s/xdg-%d", HOST_TMP, (int)getpid());
+	setenv("XDG_STATE_HOME", dir, 1);
+	char want[700];
+	snprintf(want, sizeof(want), "%s/sbx", dir);
+	expect_state_dir(want);
+	unsetenv("XDG_STATE_HOME");
+	snprintf(dir, sizeof(dir), "%s/home-%d", HOST_TMP, (int)getpid());
+	setenv("HOME", dir, 1);
+	snprintf(want, sizeof(want), "%s/.local/state/sbx", dir);
+	expect_state_dir(want);
+}
+
+Test(host, state_dir_that_is_a_file_is_refused)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/file-%d", HOST_TMP, (int)getpid());
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.registry_path = HFIX_REGISTRY;
+	o.state_dir = path;
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_E_IO);
+	cr_assert_null(h);
+	char want[800];
+	snprintf(want, sizeof(want), "host: cannot create state directory %s: Not a directory",
+		 path);
+	cr_assert_str_eq(err.message, want);
+	unlink(path);
+}
+
+Test(host, max_concurrency_caps_live_sandboxes_per_data_source)
+{
+	sbx_host *h = new_host("data_source:\n  sandbox:\n    type: hfix\n    max_concurrency: 2\n"
+			       "data_sources:\n  - name: other\n    sandbox:\n      type: hfix2\n");
+	char a[SBX_ID_MAX], b[SBX_ID_MAX], c[SBX_ID_MAX];
+	create(h, NULL, a);
+	create(h, NULL, b);
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	sbx_error err = {0};
+	cr_assert_eq(sbx_create(h, &co, c, &err), SBX_E_LIMIT);
+	cr_assert_str_eq(err.message, "create: data source 'default' has 2 live sandboxes, its "
+				      "max_concurrency; destroy one first");
+	/* Another data source has its own count. */
+	create(h, "other", c);
+	cr_assert_eq(sbx_destroy(h, a, &err), SBX_OK);
+	create(h, NULL, a);
+	cr_assert_str_eq(a, "hfix:h-4");
+	sbx_host_free(h);
+}
+
+static sbx_host *host_at(const char *dir)
+{
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.registry_path = HFIX_REGISTRY;
+	o.config_text = config_text;
+	o.state_dir = dir;
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_OK, "%s", err.message);
+	return h;
+}
+
+Test(host, gc_reaps_labelled_sandboxes_the_ledger_lost_and_only_its_own)
+{
+	sbx_host *a = new_host(config_text);
+	seen s;
+	memset(&s, 0, sizeof(s));
+	create(a, NULL, s.id);
+	/* Another state dir (another user's ledger) never touches it. */
+	char other[700];
+	snprintf(other, sizeof(other), "%s-other", state_dir);
+	sbx_host *c = host_at(other);
+	sbx_error err = {0};
+	cr_assert_eq(sbx_gc(c, 0, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 0);
+	sbx_host_free(c);
+	/* The ledger is lost: a fresh one in the same state dir finds the sandbox by label. */
+	char path[800];
+	const char *sfx[] = {"", "-wal", "-shm"};
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/ledger.db%s", state_dir, sfx[i]);
+		unlink(path);
+	}
+	sbx_host *b = host_at(state_dir);
+	cr_assert_eq(sbx_gc(b, SBX_GC_DRY_RUN, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.reason, "not in the ledger");
+	s.n = 0;
+	cr_assert_eq(sbx_gc(b, 0, on_gc, &s, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(s.status, SBX_OK);
+	uint32_t st;
+	cr_assert_eq(sbx_status(a, s.id, &st, &err), SBX_OK);
+	cr_assert_eq(st, SBX_STATE_GONE);
+	sbx_host_free(b);
+	sbx_host_free(a);
+}

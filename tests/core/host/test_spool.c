@@ -1,0 +1,402 @@
+/* The exec output spool: files hold the bytes, display copies are exact (NexAU's marker and
+ * character counting), `truncated` is set only when something was cut, bytes past
+ * output_max_bytes are counted as dropped while head and tail stay exact. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static char dir[600];
+static int seq;
+
+static sbx__policy policy(uint64_t threshold, uint64_t head, uint64_t tail, uint64_t max_bytes)
+{
+	sbx__policy p;
+	memset(&p, 0, sizeof(p));
+	p.output_char_threshold = threshold;
+	p.truncate_head_chars = head;
+	p.truncate_tail_chars = tail;
+	p.output_max_bytes = max_bytes;
+	return p;
+}
+
+static sbx__spool *new_spool(const sbx__policy *p)
+{
+	const char *base = getenv("SPOOL_TMP");
+	snprintf(dir, sizeof(dir), "%s/spool-%d/call-%d", base ? base : "/tmp", (int)getpid(),
+		 ++seq);
+	sbx__spool *sp = NULL;
+	sbx_error err = {0};
+	int rc = sbx__spool_new(dir, "echo hi", p, &sp, &err);
+	cr_assert_eq(rc, SBX_OK, "%s", err.message);
+	return sp;
+}
+
+static sbx_exec_result *finish(sbx__spool *sp)
+{
+	sbx_exec_result *res = sbx__calloc(1, sizeof(*res));
+	cr_assert_not_null(res);
+	SBX_INIT_HEADER(*res);
+	sbx_error err = {0};
+	cr_assert_eq(sbx__spool_finish(sp, res, &err), SBX_OK, "%s", err.message);
+	sbx__spool_free(sp);
+	return res;
+}
+
+static void put(sbx__spool *sp, uint32_t stream, const char *data, size_t len)
+{
+	cr_assert_eq(sbx__spool_write(sp, stream, data, len), SBX_OK);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	cr_assert_not_null(f, "%s", path);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *buf = malloc((size_t)n + 1);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static char *repeat(char c, size_t n)
+{
+	char *s = malloc(n + 1);
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+Test(spool, small_output_is_whole_and_files_hold_it)
+{
+	sbx__policy p = policy(10000, 5000, 5000, 0);
+	sbx__spool *sp = new_spool(&p);
+	put(sp, SBX_STREAM_STDOUT, "hello\n", 6);
+	put(sp, SBX_STREAM_STDERR, "oops\n", 5);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_eq(r->stdout_text_len, 6);
+	cr_assert_str_eq(r->stdout_text, "hello\n");
+	cr_assert_str_eq(r->stderr_text, "oops\n");
+	cr_assert_eq(r->truncated, 0);
+	cr_assert_eq(r->original_stdout_length, 6);
+	cr_assert_eq(r->original_stderr_length, 5);
+	cr_assert_eq(r->stdout_bytes, 6);
+	cr_assert_eq(r->stdout_dropped, 0);
+	cr_assert_str_eq(r->output_dir, dir);
+	char want[700];
+	snprintf(want, sizeof(want), "%s/stdout.txt", dir);
+	cr_assert_str_eq(r->stdout_file, want);
+	size_t n;
+	char *f = slurp(r->stdout_file, &n);
+	cr_assert_eq(n, 6);
+	cr_assert_str_eq(f, "hello\n");
+	free(f);
+	snprintf(want, sizeof(want), "%s/command.txt", dir);
+	f = slurp(want, &n);
+	cr_assert_str_eq(f, "echo hi");
+	free(f);
+	struct stat stb;
+	cr_assert_eq(stat(dir, &stb), 0);
+	cr_assert_eq(stb.st_mode & 0777, 0700);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, empty_output)
+{
+	sbx__spool *sp = new_spool(NULL);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_str_eq(r->stdout_text, "");
+	cr_assert_eq(r->stdout_text_len, 0);
+	cr_assert_eq(r->original_stdout_length, 0);
+	cr_assert_eq(r->truncated, 0);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, exactly_threshold_is_not_cut)
+{
+	sbx__spool *sp = new_spool(NULL); /* NexAU defaults 10000/5000/5000 */
+	char *s = repeat('x', 10000);
+	put(sp, SBX_STREAM_STDOUT, s, 10000);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_eq(r->truncated, 0);
+	cr_assert_eq(r->stdout_text_len, 10000);
+	cr_assert_eq(memcmp(r->stdout_text, s, 10000), 0);
+	free(s);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, both_streams_long_but_under_threshold_each_is_not_truncated)
+{
+	/* NexAU flags this truncated with nothing cut; we do not. */
+	sbx__spool *sp = new_spool(NULL);
+	char *s = repeat('a', 6000);
+	put(sp, SBX_STREAM_STDOUT, s, 6000);
+	put(sp, SBX_STREAM_STDERR, s, 6000);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_eq(r->truncated, 0);
+	cr_assert_eq(r->stdout_text_len, 6000);
+	cr_assert_eq(r->stderr_text_len, 6000);
+	free(s);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, cut_uses_nexau_marker_with_thousands_separator)
+{
+	sbx__spool *sp = new_spool(NULL);
+	char *h = repeat('h', 5000), *m = repeat('m', 15000), *t = repeat('t', 5000);
+	put(sp, SBX_STREAM_STDOUT, h, 5000);
+	put(sp, SBX_STREAM_STDOUT, m, 15000);
+	put(sp, SBX_STREAM_STDOUT, t, 5000);
+	sbx_exec_result *r = finish(sp);
+	char *want = malloc(20000);
+	int n = snprintf(
+	    want, 20000,
+	    "%s\n\n... [15,000 characters omitted] ...\n(Full output: %s/stdout.txt)\n\n%s", h, dir,
+	    t);
+	cr_assert_eq(r->truncated, 1);
+	cr_assert_eq(r->stdout_text_len, (size_t)n);
+	cr_assert_str_eq(r->stdout_text, want);
+	cr_assert_eq(r->original_stdout_length, 25000);
+	cr_assert_eq(r->stdout_bytes, 25000);
+	cr_assert_str_eq(r->stderr_text, "");
+	size_t flen;
+	char *f = slurp(r->stdout_file, &flen);
+	cr_assert_eq(flen, 25000);
+	free(f);
+	free(want);
+	free(h);
+	free(m);
+	free(t);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, one_char_over_threshold_omits_one)
+{
+	sbx__spool *sp = new_spool(NULL);
+	char *s = repeat('z', 10001);
+	s[5000] = 'M';
+	put(sp, SBX_STREAM_STDERR, s, 10001);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_eq(r->truncated, 1);
+	cr_assert_eq(r->original_stderr_length, 10001);
+	char marker[700];
+	snprintf(marker, sizeof(marker),
+		 "\n\n... [1 characters omitted] ...\n(Full output: %s/stderr.txt)\n\n", dir);
+	cr_assert_eq(r->stderr_text_len, 10000 + strlen(marker));
+	cr_assert_eq(memcmp(r->stderr_text + 5000, marker, strlen(marker)), 0);
+	cr_assert_null(memchr(r->stderr_text, 'M', r->stderr_text_len));
+	free(s);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, characters_not_bytes_and_cut_never_splits_utf8)
+{
+	/* "é" is 2 bytes, "€" 3, "😀" 4: head 3 chars, tail 2 chars, threshold 5. */
+	sbx__policy p = policy(5, 3, 2, 0);
+	sbx__spool *sp = new_spool(&p);
+	const char *text = "é€😀ab€😀é"; /* 8 characters */
+	/* Feed one byte at a time so every sequence is split across chunks. */
+	for (size_t i = 0; text[i]; i++)
+		put(sp, SBX_STREAM_STDOUT, text + i, 1);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_eq(r->original_stdout_length, 8);
+	cr_assert_eq(r->stdout_bytes, strlen(text));
+	char want[800];
+	snprintf(want, sizeof(want),
+		 "é€😀\n\n... [3 characters omitted] ...\n(Full output: %s/stdout.txt)\n\n😀é", dir);
+	cr_assert_str_eq(r->stdout_text, want);
+	cr_assert_eq(r->truncated, 1);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, invalid_utf8_and_nul_survive_and_count_one_char_per_byte)
+{
+	sbx__policy p = policy(100, 50, 50, 0);
+	sbx__spool *sp = new_spool(&p);
+	/* ff: invalid lead; 00: NUL; c3 28: broken pair (2 chars); ed a0 80: surrogate (3);
+	 * c0 80: overlong (2); e2 82: truncated at the end (2). */
+	static const char bytes[] = "\xff\x00"
+				    "a\xc3\x28\xed\xa0\x80\xc0\x80\xe2\x82";
+	size_t n = sizeof(bytes) - 1;
+	put(sp, SBX_STREAM_STDOUT, bytes, n);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_eq(r->original_stdout_length, 12);
+	cr_assert_eq(r->stdout_text_len, n);
+	cr_assert_eq(memcmp(r->stdout_text, bytes, n), 0);
+	cr_assert_eq(r->stdout_text[n], '\0');
+	cr_assert_eq(r->truncated, 0);
+	size_t flen;
+	char *f = slurp(r->stdout_file, &flen);
+	cr_assert_eq(flen, n);
+	cr_assert_eq(memcmp(f, bytes, n), 0);
+	free(f);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, invalid_bytes_are_cut_as_single_characters)
+{
+	sbx__policy p = policy(4, 2, 2, 0);
+	sbx__spool *sp = new_spool(&p);
+	put(sp, SBX_STREAM_STDOUT, "\xff\xfe\xfd\xfc\xfb", 5);
+	sbx_exec_result *r = finish(sp);
+	char want[800];
+	int n = snprintf(want, sizeof(want),
+			 "\xff\xfe\n\n... [1 characters omitted] ...\n(Full output: %s/stdout.txt)"
+			 "\n\n\xfc\xfb",
+			 dir);
+	cr_assert_eq(r->stdout_text_len, (size_t)n);
+	cr_assert_eq(memcmp(r->stdout_text, want, (size_t)n), 0);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, threshold_below_head_plus_tail_keeps_whole_text)
+{
+	/* Over the threshold but nothing could be omitted: whole text, not truncated. */
+	sbx__policy p = policy(5, 4, 4, 0);
+	sbx__spool *sp = new_spool(&p);
+	put(sp, SBX_STREAM_STDOUT, "abcdefgh", 8);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_str_eq(r->stdout_text, "abcdefgh");
+	cr_assert_eq(r->truncated, 0);
+	sbx_exec_result_free(r);
+
+	sp = new_spool(&p);
+	put(sp, SBX_STREAM_STDOUT, "abcdefghi", 9);
+	r = finish(sp);
+	char want[800];
+	snprintf(want, sizeof(want),
+		 "abcd\n\n... [1 characters omitted] ...\n(Full output: %s/stdout.txt)\n\nfghi",
+		 dir);
+	cr_assert_str_eq(r->stdout_text, want);
+	cr_assert_eq(r->truncated, 1);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, threshold_above_head_plus_tail_keeps_whole_text_up_to_it)
+{
+	sbx__policy p = policy(20, 2, 2, 0);
+	sbx__spool *sp = new_spool(&p);
+	put(sp, SBX_STREAM_STDOUT, "0123456789", 10);
+	put(sp, SBX_STREAM_STDOUT, "abcdefghij", 10);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_str_eq(r->stdout_text, "0123456789abcdefghij");
+	cr_assert_eq(r->truncated, 0);
+	sbx_exec_result_free(r);
+
+	sp = new_spool(&p);
+	put(sp, SBX_STREAM_STDOUT, "0123456789abcdefghijK", 21);
+	r = finish(sp);
+	char want[800];
+	snprintf(want, sizeof(want),
+		 "01\n\n... [17 characters omitted] ...\n(Full output: %s/stdout.txt)\n\njK", dir);
+	cr_assert_str_eq(r->stdout_text, want);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, zero_head_and_zero_tail)
+{
+	sbx__policy p = policy(3, 0, 0, 0);
+	sbx__spool *sp = new_spool(&p);
+	put(sp, SBX_STREAM_STDOUT, "abcd", 4);
+	sbx_exec_result *r = finish(sp);
+	char want[800];
+	snprintf(want, sizeof(want),
+		 "\n\n... [4 characters omitted] ...\n(Full output: %s/stdout.txt)\n\n", dir);
+	cr_assert_str_eq(r->stdout_text, want);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, byte_cap_drops_but_head_and_tail_stay_exact)
+{
+	sbx__policy p = policy(10, 3, 3, 8);
+	sbx__spool *sp = new_spool(&p);
+	put(sp, SBX_STREAM_STDOUT, "ABC", 3);
+	put(sp, SBX_STREAM_STDOUT, "0123456789", 10);
+	put(sp, SBX_STREAM_STDOUT, "XYZ", 3);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_eq(r->stdout_bytes, 16);
+	cr_assert_eq(r->stdout_dropped, 8);
+	cr_assert_eq(r->original_stdout_length, 16);
+	char want[800];
+	snprintf(want, sizeof(want),
+		 "ABC\n\n... [10 characters omitted] ...\n(Full output: %s/stdout.txt)\n\nXYZ",
+		 dir);
+	cr_assert_str_eq(r->stdout_text, want);
+	size_t flen;
+	char *f = slurp(r->stdout_file, &flen);
+	cr_assert_eq(flen, 8);
+	cr_assert_str_eq(f, "ABC01234");
+	free(f);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, large_output_in_big_chunks_keeps_exact_tail)
+{
+	/* 32 MiB in 1 MiB chunks with a multi-byte character straddling each boundary. */
+	sbx__policy p = policy(10000, 5000, 5000, 1024);
+	sbx__spool *sp = new_spool(&p);
+	size_t chunk = 1u << 20;
+	char *buf = malloc(chunk);
+	uint64_t chars = 0;
+	for (int i = 0; i < 32; i++) {
+		memset(buf, 'a' + (i % 26), chunk);
+		/* "€" = e2 82 ac, split: e2 82 at the end of this chunk, ac at the next start. */
+		size_t start = 0;
+		if (i > 0) {
+			buf[0] = (char)0xac;
+			start = 1;
+		}
+		buf[chunk - 2] = (char)0xe2;
+		buf[chunk - 1] = (char)0x82;
+		chars += (chunk - 2 - start) + (i > 0 ? 1 : 0);
+		put(sp, SBX_STREAM_STDOUT, buf, chunk);
+	}
+	put(sp, SBX_STREAM_STDOUT,
+	    "\xac"
+	    "END",
+	    4);
+	chars += 1 + 3;
+	sbx_exec_result *r = finish(sp);
+	cr_assert_eq(r->original_stdout_length, chars);
+	cr_assert_eq(r->stdout_bytes, 32u * chunk + 4);
+	cr_assert_eq(r->stdout_dropped, 32u * chunk + 4 - 1024);
+	/* Tail: the last 5000 characters are 4996 'f' ... then "€END". */
+	const char *tail = r->stdout_text + r->stdout_text_len - (4996 + 3 + 3);
+	for (int i = 0; i < 4996; i++)
+		cr_assert_eq(tail[i], 'a' + (31 % 26));
+	cr_assert_str_eq(tail + 4996, "\xe2\x82\xac"
+				      "END");
+	cr_assert_eq(r->stdout_text[0], 'a');
+	cr_assert_eq(r->stdout_text[4999], 'a');
+	cr_assert_eq(r->truncated, 1);
+	free(buf);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, bad_stream_is_inval)
+{
+	sbx__spool *sp = new_spool(NULL);
+	cr_assert_eq(sbx__spool_write(sp, 3, "x", 1), SBX_E_INVAL);
+	sbx_exec_result *r = finish(sp);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, uncreatable_dir_is_io_error)
+{
+	sbx__spool *sp = NULL;
+	sbx_error err = {0};
+	int rc = sbx__spool_new("/proc/sbx-no-such/call", "x", NULL, &sp, &err);
+	cr_assert_eq(rc, SBX_E_IO);
+	cr_assert_null(sp);
+	cr_assert(strstr(err.message, "exec: cannot create call directory /proc/sbx-no-such") ==
+		      err.message,
+		  "%s", err.message);
+}

@@ -1,0 +1,270 @@
+/* The loader: every failure mode gives its exact status and message, naming the .so, and
+ * leaves nothing loaded; working plugins load with host-owned descriptor copies. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "loader.h"
+
+#include "leaks.h"
+
+TestSuite(loader, .fini = sbx_test_check_leaks);
+
+#define FX(name) FIXTURE_DIR "/sbx-fixture-" name ".so"
+
+static int load(const char *path, const char *alias, sbx__module **mod, sbx_error *err)
+{
+	const char *expected[] = {alias};
+	memset(err, 0, sizeof(*err));
+	*mod = (sbx__module *)1; /* must be reset to NULL on failure */
+	return sbx__module_load(path, expected, 1, mod, err);
+}
+
+static void expect_fail(const char *path, const char *alias, int code, const char *message)
+{
+	sbx__module *mod;
+	sbx_error err;
+	int rc = load(path, alias, &mod, &err);
+	cr_assert_eq(rc, code, "rc %s (%s)", sbx_status_name(rc), err.message);
+	cr_assert_eq(err.code, code);
+	cr_assert_str_eq(err.message, message);
+	cr_assert_null(mod);
+}
+
+Test(loader, ok_loads_its_alias_with_a_host_copy)
+{
+	sbx__module *mod;
+	sbx_error err;
+	cr_assert_eq(load(FX("ok"), "ok", &mod, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx__module_count(mod), 1);
+	const sbx_plugin_desc *d = sbx__module_desc(mod, 0);
+	cr_assert_str_eq(d->alias, "ok");
+	cr_assert_eq(d->struct_size, sizeof(sbx_plugin_desc));
+	cr_assert_eq(d->abi_major, SBX_ABI_MAJOR);
+	cr_assert_eq(d->n_keys, 3);
+	cr_assert_not_null(d->status);
+	cr_assert_null(d->read_file);
+	cr_assert_eq(sbx__module_find(mod, "ok"), d);
+	cr_assert_null(sbx__module_find(mod, "nope"));
+	cr_assert_null(sbx__module_desc(mod, 1));
+	cr_assert_str_eq(sbx__module_path(mod), FX("ok"));
+	sbx__module_unload(mod);
+}
+
+static int collect(void *ctx, uint32_t stream, const void *data, size_t len)
+{
+	char *buf = ctx;
+	size_t used = strlen(buf);
+	cr_assert_lt(used + len + 3, 256);
+	buf[used++] = stream == SBX_STREAM_STDOUT ? 'O' : 'E';
+	memcpy(buf + used, data, len);
+	buf[used + len] = '\0';
+	return SBX_OK;
+}
+
+Test(loader, ok_fixture_runs_create_execute_destroy)
+{
+	sbx__module *mod;
+	sbx_error err;
+	cr_assert_eq(load(FX("ok"), "ok", &mod, &err), SBX_OK, "%s", err.message);
+	const sbx_plugin_desc *d = sbx__module_desc(mod, 0);
+	void *state = NULL;
+	cr_assert_eq(d->init(NULL, &state, &err), SBX_OK, "%s", err.message);
+	char id[64];
+	cr_assert_eq(d->create(state, NULL, id, sizeof(id), &err), SBX_OK);
+	cr_assert_str_eq(id, "ok-1");
+
+	char out[256] = "";
+	sbx_exec_request req = {.shell = "echo hi", .output = collect, .output_ctx = out};
+	SBX_INIT_HEADER(req);
+	sbx_exec_outcome res = {0};
+	cr_assert_eq(d->execute(state, id, &req, &res, &err), SBX_OK);
+	cr_assert_str_eq(out, "Oecho hiO\n");
+	cr_assert_eq(res.exit_code, 0);
+
+	out[0] = '\0';
+	req.shell = "exit 3";
+	cr_assert_eq(d->execute(state, id, &req, &res, &err), SBX_OK);
+	cr_assert_eq(res.exit_code, 3);
+	cr_assert_str_eq(out, "");
+
+	req.shell = "stderr";
+	cr_assert_eq(d->execute(state, id, &req, &res, &err), SBX_OK);
+	cr_assert_str_eq(out, "Eerr\n");
+
+	out[0] = '\0';
+	cr_assert_eq(d->execute(state, "other", &req, &res, &err), SBX_E_NOT_FOUND);
+	cr_assert_str_eq(err.message, "ok: execute: no sandbox 'other'");
+	cr_assert_eq(d->destroy(state, id, &err), SBX_OK);
+	d->fini(state);
+	sbx__module_unload(mod);
+}
+
+Test(loader, one_file_registers_two_aliases)
+{
+	const char *expected[] = {"ok2a", "ok2b"};
+	sbx__module *mod = NULL;
+	sbx_error err;
+	cr_assert_eq(sbx__module_load(FX("ok2"), expected, 2, &mod, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(sbx__module_count(mod), 2);
+	cr_assert_str_eq(sbx__module_desc(mod, 0)->alias, "ok2a");
+	cr_assert_str_eq(sbx__module_desc(mod, 1)->alias, "ok2b");
+	sbx__module_unload(mod);
+}
+
+Test(loader, second_alias_not_listed_fails_the_whole_file)
+{
+	expect_fail(FX("ok2"), "ok2a", SBX_E_INVAL,
+		    FX("ok2") ": registered alias 'ok2b' that the registry does not list for this "
+			      "file (listed: ok2a)");
+}
+
+Test(loader, missing_file)
+{
+	expect_fail(FX("missing"), "missing", SBX_E_IO, FX("missing") ": plugin file not found");
+}
+
+Test(loader, not_a_shared_object)
+{
+	expect_fail(FX("notso"), "notso", SBX_E_ABI,
+		    FX("notso") ": not a shared object (no ELF header)");
+}
+
+Test(loader, directory_is_not_a_shared_object)
+{
+	expect_fail(FIXTURE_DIR, "x", SBX_E_ABI,
+		    FIXTURE_DIR ": not a shared object (not a regular file)");
+}
+
+Test(loader, unresolved_symbol_quotes_dlerror)
+{
+	expect_fail(FX("unresolved"), "unresolved", SBX_E_ABI,
+		    FX("unresolved") ": unresolved symbol: " FX(
+			"unresolved") ": undefined symbol: sbx_fixture_undefined_function");
+}
+
+Test(loader, no_entry_symbol)
+{
+	expect_fail(FX("noentry"), "noentry", SBX_E_ABI,
+		    FX("noentry") ": no entry symbol 'sbx_plugin_register': a plugin must export "
+				  "it (build it with the sbx version script)");
+}
+
+Test(loader, wrong_major)
+{
+	expect_fail(FX("major"), "major", SBX_E_ABI,
+		    FX("major") ": plugin ABI 2.0 does not match host ABI 1.0: rebuild the plugin "
+				"against sbx 1.x headers");
+}
+
+Test(loader, future_minor)
+{
+	expect_fail(FX("minor"), "minor", SBX_E_ABI,
+		    FX("minor") ": plugin ABI 1.5 is newer than host ABI 1.0: upgrade sbx or "
+				"rebuild the plugin against sbx 1.0 headers");
+}
+
+Test(loader, descriptor_too_small)
+{
+	char msg[512];
+	snprintf(msg, sizeof(msg),
+		 "%s: descriptor is %zu bytes, smaller than the %zu bytes of an ABI 1.0 "
+		 "descriptor: rebuild the plugin against sbx 1.x headers",
+		 FX("small"), offsetof(sbx_plugin_desc, read_file), (size_t)SBX__DESC_SIZE_1_0);
+	expect_fail(FX("small"), "small", SBX_E_ABI, msg);
+}
+
+Test(loader, required_op_null)
+{
+	expect_fail(FX("nullop"), "nullop", SBX_E_INVAL,
+		    FX("nullop") ": alias 'nullop': required op 'execute' is NULL");
+}
+
+Test(loader, alias_registered_twice)
+{
+	expect_fail(FX("twice"), "twice", SBX_E_EXISTS,
+		    FX("twice") ": alias 'twice' registered twice");
+}
+
+Test(loader, alias_not_listed)
+{
+	expect_fail(FX("unlisted"), "unlisted", SBX_E_INVAL,
+		    FX("unlisted") ": registered alias 'stranger' that the registry does not "
+				   "list for this file (listed: unlisted)");
+}
+
+Test(loader, entry_returns_failure)
+{
+	expect_fail(FX("entryfail"), "entryfail", SBX_E_BACKEND,
+		    FX("entryfail") ": sbx_plugin_register failed with SBX_E_BACKEND (11)");
+}
+
+Test(loader, entry_registers_nothing)
+{
+	expect_fail(FX("noalias"), "noalias", SBX_E_ABI,
+		    FX("noalias") ": sbx_plugin_register registered no alias");
+}
+
+Test(loader, init_failure_is_the_hosts_business)
+{
+	sbx__module *mod;
+	sbx_error err;
+	cr_assert_eq(load(FX("initfail"), "initfail", &mod, &err), SBX_OK, "%s", err.message);
+	void *state = NULL;
+	cr_assert_eq(sbx__module_desc(mod, 0)->init(NULL, &state, &err), SBX_E_BACKEND);
+	cr_assert_str_eq(err.message, "fixture: init: refused");
+	sbx__module_unload(mod);
+}
+
+Test(loader, failed_load_does_not_disturb_a_loaded_one)
+{
+	sbx__module *ok, *bad;
+	sbx_error err;
+	cr_assert_eq(load(FX("ok"), "ok", &ok, &err), SBX_OK);
+	cr_assert_eq(load(FX("major"), "major", &bad, &err), SBX_E_ABI);
+	cr_assert_str_eq(sbx__module_desc(ok, 0)->alias, "ok");
+	sbx__module_unload(ok);
+}
+
+Test(loader, library_dir_is_an_absolute_folder)
+{
+	const char *dir = sbx__library_dir();
+	cr_assert_not_null(dir);
+	cr_assert_eq(dir[0], '/');
+	cr_assert_str_eq(dir, TEST_BIN_DIR);
+}
+
+static int alloc_count, fail_at;
+
+static void *failing_alloc(size_t size)
+{
+	return ++alloc_count == fail_at ? NULL : malloc(size);
+}
+
+static void *failing_realloc(void *ptr, size_t size)
+{
+	return ++alloc_count == fail_at ? NULL : realloc(ptr, size);
+}
+
+Test(loader, every_allocation_failure_is_nomem_without_leaks)
+{
+	const char *expected[] = {"ok2a", "ok2b"};
+	sbx_error err;
+	for (fail_at = 1;; fail_at++) {
+		sbx__module *mod = NULL;
+		alloc_count = 0;
+		sbx_set_allocator(failing_alloc, failing_realloc, free);
+		int rc = sbx__module_load(FX("ok2"), expected, 2, &mod, &err);
+		sbx_set_allocator(NULL, NULL, NULL);
+		if (rc == SBX_OK) {
+			cr_assert_gt(fail_at, 3, "the load allocates at least three times");
+			sbx__module_unload(mod);
+			break;
+		}
+		cr_assert_eq(rc, SBX_E_NOMEM, "allocation %d: %s", fail_at, err.message);
+		cr_assert_null(mod);
+	}
+}
