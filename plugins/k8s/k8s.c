@@ -759,7 +759,7 @@ static const char wrapper[] =
     "if [ \"$i\" = none ]; then $S \"$@\" </dev/null &\n"
     "else exec 3<&0; head -c \"$i\" <&3 | $S \"$@\" 3<&- & fi\n"
     "p=$!; echo \"$p\" > \"$f\"\n"
-    "wait \"$p\"; r=$?\n"
+    "wait \"$p\" 2>/dev/null; r=$?\n"
     "kill -9 \"-$p\" 2>/dev/null; rm -f -- \"$f\"\n"
     "exit $r\n";
 

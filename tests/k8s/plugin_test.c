@@ -276,6 +276,7 @@ Test(k8s, exec_reports_stdout_stderr_and_exit_code)
 	cr_assert_eq(run(st, id, "kill -9 $$", NULL, 0, 0, &c, &out, &err), SBX_OK);
 	cr_assert_eq(out.exit_code, -1);
 	cr_assert_eq(out.signal, 9);
+	cr_assert_str_eq(c.err, "", "the wrapper must not report the job's death: %s", c.err);
 	/* 3 MB of output arrives in full, across many messages. */
 	cr_assert_eq(run(st, id, "head -c 3000000 /dev/zero", NULL, 0, 0, &c, &out, &err), SBX_OK);
 	cr_assert_eq(c.out_total, 3000000);
