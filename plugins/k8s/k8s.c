@@ -100,6 +100,7 @@ static void k8s_fini(void *state)
 	if (!st)
 		return;
 	k8s__conn_free(&st->conn);
+	curl_global_cleanup();
 	free(st->ns);
 	free(st->image);
 	free(st->cpu);
@@ -120,6 +121,13 @@ static int k8s_init(const sbx_config *cfg, void **state, sbx_error *err)
 	k8s_state *st = calloc(1, sizeof(*st));
 	if (!st)
 		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+	/* init never runs concurrently with anything, so libcurl's global set-up happens here
+	 * rather than lazily (and racily) in the first of many threads; fini undoes it. */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		free(st);
+		return k8s__host->set_error(err, SBX_E_BACKEND,
+					    "k8s: init: libcurl failed to start");
+	}
 	pthread_mutex_init(&st->bucket_lock, NULL);
 	st->active_deadline_seconds = 86400;
 	st->create_timeout_ms = 600000;

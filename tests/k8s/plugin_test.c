@@ -4,11 +4,9 @@
  * there. */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,117 +15,13 @@
 
 #include <sbx/plugin.h>
 
+#include "minihost.h"
+
 #ifndef K8S_PLUGIN_PATH
 #error K8S_PLUGIN_PATH must name build/plugins/sbx-k8s.so
 #endif
 
-/* ---- a minimal host ---- */
-
-struct sbx_config {
-	const char *keys[16];
-	const char *vals[16];
-	int n;
-};
-
 static sbx_plugin_desc desc;
-static void *dl;
-
-static int h_register(sbx_registrar *reg, const sbx_plugin_desc *d)
-{
-	(void)reg;
-	memcpy(&desc, d, sizeof(desc));
-	return SBX_OK;
-}
-
-static void h_log(int level, const char *alias, const char *fmt, ...)
-{
-	(void)level;
-	(void)alias;
-	(void)fmt;
-}
-
-static int h_set_error(sbx_error *err, int code, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		err->code = code;
-		vsnprintf(err->message, sizeof(err->message), fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
-static const char *lookup(const sbx_config *c, const char *key)
-{
-	for (int i = 0; i < c->n; i++)
-		if (strcmp(c->keys[i], key) == 0)
-			return c->vals[i];
-	return NULL;
-}
-
-static int h_string(const sbx_config *c, const char *key, const char **out, sbx_error *err)
-{
-	(void)err;
-	const char *v = lookup(c, key);
-	if (!v)
-		return SBX_E_NOT_FOUND;
-	*out = v;
-	return SBX_OK;
-}
-
-static int h_int(const sbx_config *c, const char *key, int64_t *out, sbx_error *err)
-{
-	(void)err;
-	const char *v = lookup(c, key);
-	if (!v)
-		return SBX_E_NOT_FOUND;
-	*out = strtoll(v, NULL, 10);
-	return SBX_OK;
-}
-
-static int h_float(const sbx_config *c, const char *key, double *out, sbx_error *err)
-{
-	(void)err;
-	const char *v = lookup(c, key);
-	if (!v)
-		return SBX_E_NOT_FOUND;
-	*out = strtod(v, NULL);
-	return SBX_OK;
-}
-
-static int h_bool(const sbx_config *c, const char *key, int *out, sbx_error *err)
-{
-	(void)err;
-	const char *v = lookup(c, key);
-	if (!v)
-		return SBX_E_NOT_FOUND;
-	*out = strcmp(v, "true") == 0;
-	return SBX_OK;
-}
-
-static const char *h_state_dir(void)
-{
-	return "/tmp";
-}
-
-static sbx_host_api host = {
-    .struct_size = sizeof(sbx_host_api),
-    .abi_major = SBX_ABI_MAJOR,
-    .abi_minor = SBX_ABI_MINOR,
-    .register_sandbox = h_register,
-    .log = h_log,
-    .alloc = malloc,
-    .realloc = realloc,
-    .free = free,
-    .set_error = h_set_error,
-    .config_string = h_string,
-    .config_int = h_int,
-    .config_float = h_float,
-    .config_bool = h_bool,
-    .config_json = h_string,
-    .state_dir = h_state_dir,
-};
 
 static char standin[1024];
 static char kubeconfig[1100];
@@ -138,13 +32,8 @@ static void setup(void)
 	cr_assert(d, "K8S_STANDIN_DIR is not set");
 	snprintf(standin, sizeof(standin), "%s", d);
 	snprintf(kubeconfig, sizeof(kubeconfig), "%s/kubeconfig", d);
-	dl = dlopen(K8S_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-	cr_assert(dl, "dlopen: %s", dlerror());
-	void *sym = dlsym(dl, SBX_PLUGIN_ENTRY);
-	cr_assert(sym);
-	sbx_plugin_register_fn reg;
-	memcpy(&reg, &sym, sizeof(reg));
-	cr_assert_eq(reg(&host, NULL), SBX_OK);
+	char why[512];
+	cr_assert_eq(minihost_load(K8S_PLUGIN_PATH, &desc, why, sizeof(why)), 0, "%s", why);
 	cr_assert_str_eq(desc.alias, "k8s");
 }
 
