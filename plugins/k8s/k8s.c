@@ -4,6 +4,7 @@
  * the same config can reach the sandbox. */
 #include <curl/curl.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -671,7 +672,25 @@ static int k8s_destroy(void *state, const char *id, sbx_error *err)
 	int rc = check_id(id, err);
 	if (rc != SBX_OK)
 		return rc;
-	return delete_pod(state, id, 1, err);
+	rc = delete_pod(state, id, 1, err);
+	if (rc != SBX_OK)
+		return rc;
+	/* Wait (briefly) until the object is gone, so the id stops answering execs and the
+	 * quota is back when destroy returns. The entrypoint exits at once on TERM. */
+	int64_t deadline = op_deadline(15000);
+	int64_t pause_us = 50000;
+	while (k8s__now_us() < deadline) {
+		json_t *pod = NULL;
+		long http = 0;
+		sbx_error gerr = {0};
+		int grc = get_pod(state, id, deadline, &pod, &http, &gerr);
+		json_decref(pod);
+		if (grc != SBX_OK)
+			break; /* 404 (gone) or the apiserver went away: the DELETE was accepted */
+		k8s__sleep_us(pause_us);
+		pause_us = pause_us * 2 > 1000000 ? 1000000 : pause_us * 2;
+	}
+	return SBX_OK;
 }
 
 static int k8s_status(void *state, const char *id, uint32_t *out, sbx_error *err)
@@ -751,29 +770,65 @@ static int k8s_list_by_label(void *state, const char *key, const char *value, sb
 
 /* ---- exec ---- */
 
-/* Runs the command as its own session under /bin/sh, records the session leader's pid in a
- * file so a second exec can kill the whole group on timeout, and kills what is left of the
- * group when the command ends (a background child holding the output open). Arguments:
- * pidfile, number of env assignments, cwd, assignments..., mode (shell|argv), stdin byte count
- * (or "none"), command... */
+/* Runs the command as its own session under /bin/sh and tags it with SBX_EXEC_TOKEN in its
+ * environment, which every descendant inherits, setsid and double-fork escapees included. The
+ * session leader's pid goes to /tmp/.sbx-exec-<token>. When the command ends, the wrapper
+ * kills what is left of the tree (a background child holding the output open), found by its
+ * process group and by the token in /proc/<pid>/environ. On timeout, a second exec (`killer`)
+ * does the same from outside. Arguments: token, number of env assignments, cwd,
+ * assignments..., mode (shell|argv), stdin byte count (or "none"), command... */
 static const char wrapper[] =
-    "f=$1; n=$2; d=$3; shift 3\n"
+    "t=$1; n=$2; d=$3; shift 3; f=/tmp/.sbx-exec-$t\n"
     "while [ \"$n\" -gt 0 ]; do export \"$1\" || exit 126; shift; n=$((n-1)); done\n"
-    "if [ -n \"$d\" ]; then cd -- \"$d\" || exit 126; fi\n"
+    "if [ -n \"$d\" ]; then cd -- \"$d\" 2>/dev/null || { echo \"sbx-exec: no such directory: "
+    "$d\" >&2; exit 126; }; fi\n"
     "m=$1; i=$2; shift 2\n"
     "if [ \"$m\" = shell ]; then if command -v bash >/dev/null 2>&1; then set -- bash -c \"$1\";"
     " else set -- sh -c \"$1\"; fi; fi\n"
     "S=; command -v setsid >/dev/null 2>&1 && S=setsid\n"
-    "if [ \"$i\" = none ]; then $S \"$@\" </dev/null &\n"
-    "else exec 3<&0; head -c \"$i\" <&3 | $S \"$@\" 3<&- & fi\n"
+    "if [ \"$i\" = none ]; then SBX_EXEC_TOKEN=$t $S \"$@\" </dev/null &\n"
+    "else exec 3<&0; head -c \"$i\" <&3 | SBX_EXEC_TOKEN=$t $S \"$@\" 3<&- & fi\n"
     "p=$!; echo \"$p\" > \"$f\"\n"
     "wait \"$p\" 2>/dev/null; r=$?\n"
-    "kill -9 \"-$p\" 2>/dev/null; rm -f -- \"$f\"\n"
+    "kill -9 \"-$p\" 2>/dev/null\n"
+    "for q in $(grep -l -a \"SBX_EXEC_TOKEN=$t\" /proc/[0-9]*/environ 2>/dev/null); do "
+    "q=${q#/proc/}; kill -9 \"${q%/environ}\" 2>/dev/null; done\n"
+    "rm -f -- \"$f\"\n"
     "exit $r\n";
 
-static const char killer[] = "p=$(cat -- \"$1\" 2>/dev/null) && [ -n \"$p\" ] && "
-			     "kill -9 \"-$p\" 2>/dev/null; kill -9 \"$p\" 2>/dev/null; "
-			     "rm -f -- \"$1\"; exit 0";
+static const char killer[] =
+    "t=$1; f=/tmp/.sbx-exec-$t; p=$(cat -- \"$f\" 2>/dev/null)\n"
+    "[ -n \"$p\" ] && kill -9 \"-$p\" \"$p\" 2>/dev/null\n"
+    "for k in 1 2; do for q in $(grep -l -a \"SBX_EXEC_TOKEN=$t\" /proc/[0-9]*/environ "
+    "2>/dev/null); do q=${q#/proc/}; kill -9 \"${q%/environ}\" 2>/dev/null; done; done\n"
+    "rm -f -- \"$f\"; exit 0\n";
+
+/* Passes output on to the host and keeps the tail of stderr, where the wrapper reports a
+ * missing cwd. */
+typedef struct exec_tap {
+	sbx_output_fn fn;
+	void *ctx;
+	char tail[256];
+	size_t tail_len;
+} exec_tap;
+
+static int on_tap(void *ctx, uint32_t stream, const void *data, size_t len)
+{
+	exec_tap *t = ctx;
+	if (stream == SBX_STREAM_STDERR) {
+		const char *d = data;
+		size_t keep = len < sizeof(t->tail) - 1 ? len : sizeof(t->tail) - 1;
+		if (t->tail_len + keep > sizeof(t->tail) - 1) {
+			size_t drop = t->tail_len + keep - (sizeof(t->tail) - 1);
+			memmove(t->tail, t->tail + drop, t->tail_len - drop);
+			t->tail_len -= drop;
+		}
+		memcpy(t->tail + t->tail_len, d + len - keep, keep);
+		t->tail_len += keep;
+		t->tail[t->tail_len] = '\0';
+	}
+	return t->fn ? t->fn(t->ctx, stream, data, len) : SBX_OK;
+}
 
 static int k8s_execute(void *state, const char *id, const sbx_exec_request *req,
 		       sbx_exec_outcome *out, sbx_error *err)
@@ -797,11 +852,11 @@ static int k8s_execute(void *state, const char *id, const sbx_exec_request *req,
 		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	}
 	unsigned char raw[8];
-	char pidfile[64], nenv[16], nin[32];
+	char token[32], nenv[16], nin[32];
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
 		memset(raw, 0x5a, sizeof(raw));
-	snprintf(pidfile, sizeof(pidfile), "/tmp/.sbx-exec-%02x%02x%02x%02x%02x%02x%02x%02x",
-		 raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7]);
+	snprintf(token, sizeof(token), "%02x%02x%02x%02x%02x%02x%02x%02x", raw[0], raw[1], raw[2],
+		 raw[3], raw[4], raw[5], raw[6], raw[7]);
 	snprintf(nenv, sizeof(nenv), "%u", req->n_env);
 	snprintf(nin, sizeof(nin), "%zu", req->stdin_len);
 	size_t a = 0;
@@ -809,7 +864,7 @@ static int k8s_execute(void *state, const char *id, const sbx_exec_request *req,
 	argv[a++] = "-c";
 	argv[a++] = wrapper;
 	argv[a++] = "sbx-exec";
-	argv[a++] = pidfile;
+	argv[a++] = token;
 	argv[a++] = nenv;
 	argv[a++] = req->cwd ? req->cwd : "";
 	for (uint32_t i = 0; i < req->n_env; i++) {
@@ -829,18 +884,25 @@ static int k8s_execute(void *state, const char *id, const sbx_exec_request *req,
 		for (size_t i = 0; i < nargv; i++)
 			argv[a++] = req->argv[i];
 	argv[a] = NULL;
-	const char *kill_argv[] = {"/bin/sh", "-c", killer, "sbx-kill", pidfile, NULL};
+	const char *kill_argv[] = {"/bin/sh", "-c", killer, "sbx-kill", token, NULL};
+	exec_tap tap = {.fn = req->output, .ctx = req->output_ctx};
 	k8s_exec_io io = {.argv = argv,
 			  .kill_argv = kill_argv,
 			  .has_stdin = req->has_stdin != 0,
 			  .stdin_data = req->stdin_data,
 			  .stdin_len = req->stdin_len,
 			  .timeout_ms = req->timeout_ms,
-			  .output = req->output,
-			  .output_ctx = req->output_ctx};
+			  .output = on_tap,
+			  .output_ctx = &tap};
 	rc = k8s__exec(st, id, &io, err);
 	if (rc != SBX_OK)
 		goto out;
+	if (req->cwd && *req->cwd && io.exit_code == 126 && !io.timed_out &&
+	    strstr(tap.tail, "sbx-exec: no such directory: ")) {
+		rc = k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: exec: cwd '%s' does not exist",
+					  req->cwd);
+		goto out;
+	}
 	if (io.timed_out) {
 		out->timed_out = 1;
 		out->exit_code = -1;
@@ -897,6 +959,23 @@ static const char *first_line(k8s_buf *b)
 	return b->data;
 }
 
+/* Shell prelude of every file op: `chk PATH` exits 5 unless PATH, with symlinks resolved
+ * (through its deepest existing ancestor when it does not exist yet), stays inside the work
+ * dir (the exec cwd); `chkp PATH` checks the parent only (for ops on a link itself). */
+#define PATH_CHECK                                                                            \
+	"b=$(pwd -P); chk() { p=$1; case $p in /*) ;; *) p=$b/$p;; esac; "                    \
+	"while [ ! -e \"$p\" ] && [ ! -L \"$p\" ]; do p=$(dirname -- \"$p\"); done; "         \
+	"r=$(readlink -f -- \"$p\") || exit 5; case $r in \"$b\"|\"$b\"/*) ;; *) exit 5;; "   \
+	"esac; }; chkp() { case $1 in /*) q=$1;; *) q=$b/$1;; esac; "                         \
+	"case $(basename -- \"$q\") in ..|.) chk \"$q\";; *) chk \"$(dirname -- \"$q\")\";; " \
+	"esac; }; "
+
+static int path_refused(const char *op, const char *path, sbx_error *err)
+{
+	return k8s__host->set_error(err, SBX_E_PATH,
+				    "k8s: %s %s: the path leaves the sandbox work dir", op, path);
+}
+
 static int k8s_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
 			 sbx_error *err)
 {
@@ -913,7 +992,9 @@ static int k8s_read_file(void *state, const char *id, const char *path, void **d
 	collect c = {0};
 	int code = 0;
 	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
-	if (rc == SBX_OK && code == 3)
+	if (rc == SBX_OK && code == 5)
+		rc = path_refused("read", path, err);
+	else if (rc == SBX_OK && code == 3)
 		rc = k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: read %s: no such file", path);
 	else if (rc == SBX_OK && code == 4)
 		rc = k8s__host->set_error(err, SBX_E_INVAL, "k8s: read %s: is a directory", path);
@@ -947,20 +1028,23 @@ static int k8s_write_file(void *state, const char *id, const char *path, const v
 	snprintf(mbuf, sizeof(mbuf), "%o", mode ? mode & 07777 : 0644);
 	/* head -c needs no stdin EOF, so this works under v4 too; the temp file and mv make the
 	 * replacement atomic. */
-	const char *argv[] = {"/bin/sh",
-			      "-c",
-			      "t=\"$1.sbx-tmp.$$\"; mkdir -p -- \"$(dirname -- \"$1\")\" && "
-			      "head -c \"$2\" > \"$t\" && chmod \"$3\" \"$t\" && mv -f -- \"$t\" "
-			      "\"$1\" || { rm -f -- \"$t\"; exit 1; }",
-			      "sbx-write",
-			      path,
-			      nbuf,
-			      mbuf,
-			      NULL};
+	const char *argv[] = {
+	    "/bin/sh",
+	    "-c",
+	    PATH_CHECK "chk \"$1\"; t=\"$1.sbx-tmp.$$\"; mkdir -p -- \"$(dirname -- \"$1\")\" && "
+		       "head -c \"$2\" > \"$t\" && chmod \"$3\" \"$t\" && mv -f -- \"$t\" "
+		       "\"$1\" || { rm -f -- \"$t\"; exit 1; }",
+	    "sbx-write",
+	    path,
+	    nbuf,
+	    mbuf,
+	    NULL};
 	collect c = {0};
 	int code = 0;
 	rc = run_collect(state, id, argv, data, len, 1, &c, &code, err);
-	if (rc == SBX_OK && code != 0)
+	if (rc == SBX_OK && code == 5)
+		rc = path_refused("write", path, err);
+	else if (rc == SBX_OK && code != 0)
 		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: write %s: %s", path,
 					  first_line(&c.err));
 	k8s__buf_free(&c.out);
@@ -987,7 +1071,9 @@ static int k8s_remove_path(void *state, const char *id, const char *path, uint32
 	collect c = {0};
 	int code = 0;
 	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
-	if (rc == SBX_OK && code == 3)
+	if (rc == SBX_OK && code == 5)
+		rc = path_refused("remove", path, err);
+	else if (rc == SBX_OK && code == 3)
 		rc = k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: remove %s: no such file", path);
 	else if (rc == SBX_OK && code != 0)
 		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: remove %s: %s", path,
@@ -1003,14 +1089,141 @@ static int k8s_make_dir(void *state, const char *id, const char *path, uint32_t 
 	int rc = check_id(id, err);
 	if (rc != SBX_OK)
 		return rc;
-	const char *argv[] = {"mkdir", parents ? "-p" : "--", parents ? "--" : path,
-			      parents ? path : NULL, NULL};
+	const char *argv[] = {"/bin/sh",
+			      "-c",
+			      PATH_CHECK "chk \"$1\"; if [ \"$2\" = 1 ]; then mkdir -p -- \"$1\"; "
+					 "else mkdir -- \"$1\"; fi",
+			      "sbx-mkdir",
+			      path,
+			      parents ? "1" : "0",
+			      NULL};
 	collect c = {0};
 	int code = 0;
 	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
-	if (rc == SBX_OK && code != 0)
+	if (rc == SBX_OK && code == 5)
+		rc = path_refused("mkdir", path, err);
+	else if (rc == SBX_OK && code != 0)
 		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: mkdir %s: %s", path,
 					  first_line(&c.err));
+	k8s__buf_free(&c.out);
+	k8s__buf_free(&c.err);
+	return rc;
+}
+
+/* Parses one `stat -c '%f %s %Y %n'` line into info. */
+static int parse_stat_line(const char *line, sbx_file_info *info)
+{
+	unsigned long mode = 0;
+	unsigned long long size = 0;
+	long long mtime = 0;
+	int off = 0;
+	if (sscanf(line, "%lx %llu %lld %n", &mode, &size, &mtime, &off) != 3)
+		return -1;
+	memset((char *)info + offsetof(sbx_file_info, kind), 0,
+	       sizeof(*info) - offsetof(sbx_file_info, kind));
+	unsigned long fmt = mode & 0170000;
+	info->kind = fmt == 0100000   ? SBX_FILE_REGULAR
+		     : fmt == 0040000 ? SBX_FILE_DIR
+		     : fmt == 0120000 ? SBX_FILE_SYMLINK
+				      : SBX_FILE_OTHER;
+	info->mode = (uint32_t)(mode & 07777);
+	info->size = size;
+	info->mtime = mtime;
+	const char *name = line + off;
+	const char *slash = strrchr(name, '/');
+	if (slash && slash[1])
+		name = slash + 1;
+	snprintf(info->name, sizeof(info->name), "%s", name);
+	return 0;
+}
+
+static int k8s_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
+			 sbx_error *err)
+{
+	int rc = check_id(id, err);
+	if (rc != SBX_OK)
+		return rc;
+	const char *argv[] = {"/bin/sh",
+			      "-c",
+			      PATH_CHECK "chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
+					 "exec stat -c '%f %s %Y %n' -- \"$1\"",
+			      "sbx-stat",
+			      path,
+			      NULL};
+	collect c = {0};
+	int code = 0;
+	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
+	if (rc == SBX_OK && code == 5)
+		rc = path_refused("stat", path, err);
+	else if (rc == SBX_OK && code == 3)
+		rc = k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: stat %s: no such file", path);
+	else if (rc == SBX_OK && code != 0)
+		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: stat %s: %s", path,
+					  first_line(&c.err));
+	else if (rc == SBX_OK && parse_stat_line(first_line(&c.out), info) != 0)
+		rc = k8s__host->set_error(err, SBX_E_BACKEND,
+					  "k8s: stat %s: unreadable stat output", path);
+	k8s__buf_free(&c.out);
+	k8s__buf_free(&c.err);
+	return rc;
+}
+
+static int k8s_list_dir(void *state, const char *id, const char *path, sbx_file_info **entries,
+			size_t *n, sbx_error *err)
+{
+	int rc = check_id(id, err);
+	if (rc != SBX_OK)
+		return rc;
+	const char *argv[] = {"/bin/sh",
+			      "-c",
+			      PATH_CHECK
+			      "chk \"$1\"; [ -e \"$1\" ] || exit 3; [ -d \"$1\" ] || exit 4; "
+			      "cd -- \"$1\" || exit 1; for e in * .[!.]* ..?*; do "
+			      "[ -e \"$e\" ] || [ -L \"$e\" ] || continue; "
+			      "stat -c '%f %s %Y %n' -- \"$e\"; done",
+			      "sbx-ls",
+			      path,
+			      NULL};
+	collect c = {0};
+	int code = 0;
+	sbx_file_info *arr = NULL;
+	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
+	if (rc == SBX_OK && code == 5)
+		rc = path_refused("list", path, err);
+	else if (rc == SBX_OK && code == 3)
+		rc = k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: list %s: no such directory",
+					  path);
+	else if (rc == SBX_OK && code == 4)
+		rc = k8s__host->set_error(err, SBX_E_INVAL, "k8s: list %s: not a directory", path);
+	else if (rc == SBX_OK && code != 0)
+		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: list %s: %s", path,
+					  first_line(&c.err));
+	if (rc != SBX_OK)
+		goto out;
+	size_t lines = 0;
+	for (size_t i = 0; i < c.out.len; i++)
+		lines += c.out.data[i] == '\n';
+	arr = k8s__host->alloc((lines ? lines : 1) * sizeof(*arr));
+	if (!arr) {
+		rc = k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		goto out;
+	}
+	size_t k = 0;
+	char *save = c.out.data;
+	while (save && *save && k < lines) {
+		char *nl = strchr(save, '\n');
+		if (nl)
+			*nl = '\0';
+		SBX_INIT_HEADER(arr[k]);
+		if (parse_stat_line(save, &arr[k]) == 0)
+			k++;
+		save = nl ? nl + 1 : NULL;
+	}
+	*entries = arr;
+	*n = k;
+	arr = NULL;
+out:
+	k8s__host->free(arr);
 	k8s__buf_free(&c.out);
 	k8s__buf_free(&c.err);
 	return rc;
@@ -1052,6 +1265,8 @@ SBX_EXPORT int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 	    .destroy = k8s_destroy,
 	    .read_file = k8s_read_file,
 	    .write_file = k8s_write_file,
+	    .stat_file = k8s_stat_file,
+	    .list_dir = k8s_list_dir,
 	    .make_dir = k8s_make_dir,
 	    .remove_path = k8s_remove_path,
 	    .status = k8s_status,

@@ -82,8 +82,13 @@ static int recv_some(k8s_ws *ws)
 		return 0;
 	if (cc != CURLE_OK || n == 0)
 		return -1;
-	if (ws->in_off && ws->in_off == ws->in.len)
-		ws->in.len = ws->in_off = 0;
+	/* Drop consumed bytes first, so the buffer stays about one message long however much
+	 * output streams through. */
+	if (ws->in_off) {
+		memmove(ws->in.data, ws->in.data + ws->in_off, ws->in.len - ws->in_off);
+		ws->in.len -= ws->in_off;
+		ws->in_off = 0;
+	}
 	return k8s__buf_add(&ws->in, tmp, n) == SBX_OK ? 1 : -1;
 }
 
