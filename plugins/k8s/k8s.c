@@ -982,13 +982,14 @@ static int k8s_read_file(void *state, const char *id, const char *path, void **d
 	int rc = check_id(id, err);
 	if (rc != SBX_OK)
 		return rc;
-	const char *argv[] = {
-	    "/bin/sh",
-	    "-c",
-	    "[ -e \"$1\" ] || exit 3; [ -d \"$1\" ] && exit 4; exec cat -- \"$1\"",
-	    "sbx-read",
-	    path,
-	    NULL};
+	const char *argv[] = {"/bin/sh",
+			      "-c",
+			      PATH_CHECK
+			      "chk \"$1\"; [ -e \"$1\" ] || exit 3; [ -d \"$1\" ] && exit 4; "
+			      "exec cat -- \"$1\"",
+			      "sbx-read",
+			      path,
+			      NULL};
 	collect c = {0};
 	int code = 0;
 	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
@@ -1061,9 +1062,10 @@ static int k8s_remove_path(void *state, const char *id, const char *path, uint32
 	const char *argv[] = {
 	    "/bin/sh",
 	    "-c",
-	    "[ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; if [ \"$2\" = 1 ]; then rm "
-	    "-rf -- \"$1\"; elif [ -d \"$1\" ]; then rmdir -- \"$1\"; else rm -f -- "
-	    "\"$1\"; fi",
+	    PATH_CHECK "chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
+		       "if [ \"$2\" = 1 ]; then rm "
+		       "-rf -- \"$1\"; elif [ -d \"$1\" ]; then rmdir -- \"$1\"; else rm -f -- "
+		       "\"$1\"; fi",
 	    "sbx-rm",
 	    path,
 	    recursive ? "1" : "0",
