@@ -5,6 +5,7 @@
  * answered. */
 #include <curl/curl.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,6 +256,17 @@ static const char *find_header(const char *hdrs, const char *name, size_t *vlen)
 	return NULL;
 }
 
+/* libcurl turns on SSL_MODE_RELEASE_BUFFERS, which frees and reallocates OpenSSL's 16 KiB
+ * read buffer for every record: on a stream of output that is one malloc/free pair per
+ * record. An exec connection is busy by nature, so it keeps its buffers. */
+static CURLcode keep_tls_buffers(CURL *c, void *ssl_ctx, void *ud)
+{
+	(void)c;
+	(void)ud;
+	SSL_CTX_clear_mode((SSL_CTX *)ssl_ctx, SSL_MODE_RELEASE_BUFFERS);
+	return CURLE_OK;
+}
+
 int k8s__ws_open(k8s_state *st, const char *path, const char *protocols, k8s_ws **out,
 		 const char **chosen, sbx_error *err)
 {
@@ -285,6 +297,7 @@ int k8s__ws_open(k8s_state *st, const char *path, const char *protocols, k8s_ws 
 	 * cannot be written into an HTTP/2 connection. */
 	curl_easy_setopt(ws->c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(ws->c, CURLOPT_TIMEOUT_MS, 20000L);
+	curl_easy_setopt(ws->c, CURLOPT_SSL_CTX_FUNCTION, keep_tls_buffers);
 	CURLcode cc = curl_easy_perform(ws->c);
 	free(url);
 	if (cc != CURLE_OK) {
