@@ -1059,17 +1059,17 @@ static int k8s_remove_path(void *state, const char *id, const char *path, uint32
 	int rc = check_id(id, err);
 	if (rc != SBX_OK)
 		return rc;
-	const char *argv[] = {
-	    "/bin/sh",
-	    "-c",
-	    PATH_CHECK "chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
-		       "if [ \"$2\" = 1 ]; then rm "
-		       "-rf -- \"$1\"; elif [ -d \"$1\" ]; then rmdir -- \"$1\"; else rm -f -- "
-		       "\"$1\"; fi",
-	    "sbx-rm",
-	    path,
-	    recursive ? "1" : "0",
-	    NULL};
+	const char *argv[] = {"/bin/sh",
+			      "-c",
+			      PATH_CHECK "chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
+					 "if [ \"$2\" = 1 ]; then rm "
+					 "-rf -- \"$1\"; elif [ -d \"$1\" ] && [ ! -L \"$1\" ]; "
+					 "then rmdir -- \"$1\"; else rm -f -- "
+					 "\"$1\"; fi",
+			      "sbx-rm",
+			      path,
+			      recursive ? "1" : "0",
+			      NULL};
 	collect c = {0};
 	int code = 0;
 	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
