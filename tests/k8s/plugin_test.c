@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -389,5 +390,118 @@ Test(k8s, token_bucket_caps_the_request_rate)
 	cr_assert_leq(json_integer_value(json_object_get(j, "max_requests_per_second")), 5, "%lld",
 		      (long long)json_integer_value(json_object_get(j, "max_requests_per_second")));
 	json_decref(j);
+	desc.fini(st);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	cr_assert(f, "cannot write %s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert(f, "cannot read %s", path);
+	static char buf[8192];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* A kubeconfig for the stand-in with the given user block. */
+static void write_kubeconfig(const char *path, const char *user_yaml)
+{
+	char port[16], ca[1100], text[4096];
+	snprintf(ca, sizeof(ca), "%s/port", standin);
+	snprintf(port, sizeof(port), "%s", read_text(ca));
+	snprintf(ca, sizeof(ca), "%s/ca.crt", standin);
+	snprintf(text, sizeof(text),
+		 "apiVersion: v1\nkind: Config\ncurrent-context: other\nclusters:\n- name: c\n"
+		 "  cluster:\n    server: https://127.0.0.1:%s/\n    certificate-authority: %s\n"
+		 "users:\n- name: u\n  user:\n%s\ncontexts:\n- name: other\n  context: {cluster: "
+		 "nope, user: u}\n- name: mine\n  context:\n    cluster: c\n    user: u\n"
+		 "    namespace: authns\n",
+		 port, ca, user_yaml);
+	write_text(path, text);
+}
+
+Test(k8s, auth_token_file_named_context_and_in_cluster)
+{
+	char dir[1200], kc[1300], tf[1300], user[1400];
+	snprintf(dir, sizeof(dir), "%s/auth-%d", standin, (int)getpid());
+	mkdir(dir, 0700);
+	snprintf(tf, sizeof(tf), "%s/token", dir);
+	char token[256];
+	snprintf(kc, sizeof(kc), "%s/token", standin);
+	snprintf(token, sizeof(token), "%s\n", read_text(kc));
+	write_text(tf, token);
+	snprintf(kc, sizeof(kc), "%s/kubeconfig", dir);
+	snprintf(user, sizeof(user), "    tokenFile: token");
+	write_kubeconfig(kc, user);
+	/* A named context, a relative tokenFile, a CA file path. */
+	sbx_config cfg = {.keys = {"kubeconfig", "context"}, .vals = {kc, "mine"}, .n = 2};
+	void *st = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(desc.init(&cfg, &st, &err), SBX_OK, "%s", err.message);
+	char id[64];
+	cr_assert_eq(create(st, "busybox", id, &err), SBX_OK, "%s", err.message);
+	json_t *j = control("stats", NULL);
+	int found = 0;
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(j, "pods"), i, p)
+	{
+		char want[128];
+		snprintf(want, sizeof(want), "authns/%s", id);
+		found |= strcmp(json_string_value(p), want) == 0;
+	}
+	json_decref(j);
+	cr_assert(found, "pod %s not in namespace authns", id);
+	cr_assert_eq(desc.destroy(st, id, &err), SBX_OK, "%s", err.message);
+	/* The token file is re-read: a rotated (here: wrong) token is used at once. */
+	write_text(tf, "not-the-token\n");
+	cr_assert_eq(create(st, "busybox", id, &err), SBX_E_CONFIG);
+	cr_assert(strstr(err.message, "HTTP 401: Unauthorized"), "%s", err.message);
+	desc.fini(st);
+	/* The readonly token may read but not create. */
+	write_text(tf, "readonly\n");
+	cr_assert_eq(desc.init(&cfg, &st, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(create(st, "busybox", id, &err), SBX_E_CONFIG);
+	cr_assert(strstr(err.message, "HTTP 403"), "%s", err.message);
+	desc.fini(st);
+	/* The current context names a cluster that does not exist. */
+	sbx_config bad = {.keys = {"kubeconfig"}, .vals = {kc}, .n = 1};
+	cr_assert_eq(desc.init(&bad, &st, &err), SBX_E_CONFIG);
+	cr_assert(strstr(err.message, "cluster 'nope' has no server"), "%s", err.message);
+	/* In-cluster: the service account folder and KUBERNETES_SERVICE_*. */
+	char sa[1300], path[1400], port[16];
+	snprintf(sa, sizeof(sa), "%s/sa", dir);
+	mkdir(sa, 0700);
+	snprintf(path, sizeof(path), "%s/token", sa);
+	write_text(path, token);
+	snprintf(path, sizeof(path), "%s/namespace", sa);
+	write_text(path, "incluster\n");
+	snprintf(path, sizeof(path), "%s/ca.crt", sa);
+	char ca[1100];
+	snprintf(ca, sizeof(ca), "%s/ca.crt", standin);
+	write_text(path, read_text(ca));
+	snprintf(ca, sizeof(ca), "%s/port", standin);
+	snprintf(port, sizeof(port), "%s", read_text(ca));
+	setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+	setenv("KUBERNETES_SERVICE_PORT", port, 1);
+	setenv("SBX_K8S_SERVICEACCOUNT_DIR", sa, 1);
+	sbx_config ic = {.keys = {"in_cluster"}, .vals = {"true"}, .n = 1};
+	cr_assert_eq(desc.init(&ic, &st, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(create(st, "busybox", id, &err), SBX_OK, "%s", err.message);
+	capture c;
+	sbx_exec_outcome out;
+	cr_assert_eq(run(st, id, "echo in-cluster", NULL, 0, 0, &c, &out, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_str_eq(c.out, "in-cluster\n");
+	cr_assert_eq(desc.destroy(st, id, &err), SBX_OK, "%s", err.message);
 	desc.fini(st);
 }
