@@ -30,12 +30,12 @@ static const char wrapper[] =
     "exit \"$s\"\n";
 
 /* argv: sbx-kill WRAPPER_PID */
-static const char killer[] = "c=$(cat /tmp/.sbx-pg-$1 2>/dev/null)\n"
-			     "if [ -n \"$c\" ]; then kill -KILL -- \"-$c\" 2>/dev/null || kill "
-			     "-KILL \"$c\" 2>/dev/null; fi\n"
-			     "kill -KILL -- \"-$1\" 2>/dev/null; kill -KILL \"$1\" 2>/dev/null\n"
-			     "rm -f /tmp/.sbx-pg-$1\n"
-			     "exit 0\n";
+static const char killer[] =
+    "c=$(cat /tmp/.sbx-pg-$1 2>/dev/null)\n"
+    "if [ -n \"$c\" ]; then kill -9 \"-$c\" 2>/dev/null || kill -9 \"$c\"; fi\n"
+    "kill -9 \"-$1\" 2>/dev/null; kill -9 \"$1\" 2>/dev/null\n"
+    "rm -f /tmp/.sbx-pg-$1\n"
+    "exit 0\n";
 
 typedef struct stream {
 	const sbx_exec_request *req; /* NULL: discard output */
