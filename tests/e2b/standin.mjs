@@ -3,7 +3,7 @@
 // e2b-protocol.md §10. Commands run as real processes (each in its own process group) in a
 // per-sandbox home directory under --root. No dependencies beyond Node 20.
 //
-// node standin.mjs --root DIR --port-file FILE [--api-key KEY] [--log FILE]
+// node standin.mjs --root DIR --port-file FILE [--api-key-env VAR] [--log FILE]
 // STANDIN_FAULTS='{"POST /v2/sandboxes":[{"status":500,"create":true}]}' injects answers:
 // each listed entry is used once, by the next request of that "METHOD /path" (ids as *).
 // {"drop":MS} on "POST /process.Process/Start" cuts the stream MS after it started.
@@ -19,7 +19,8 @@ const opt = (name, def) => {
   return i >= 0 ? argv[i + 1] : def;
 };
 const ROOT = path.resolve(opt('root', fs.mkdtempSync('/tmp/e2b-standin-')));
-const API_KEY = opt('api-key', process.env.E2B_API_KEY || 'e2b_standin');
+// The key comes from the environment variable --api-key-env names (never the command line).
+const API_KEY = process.env[opt('api-key-env', 'E2B_API_KEY')] || 'e2b_standin';
 const LOG = opt('log', null);
 const ENVD_VERSION = '0.5.7';
 const faults = JSON.parse(process.env.STANDIN_FAULTS || '{}');
@@ -476,6 +477,7 @@ const server = http.createServer((req, res) => {
     const body = Buffer.concat(chunks);
     const url = new URL(req.url, 'http://standin');
     const isEnvd = req.headers['e2b-sandbox-id'] || /^\/(process\.|filesystem\.|files$|health$)/.test(url.pathname);
+    log(`> ${req.method} ${url.pathname}`);
     res.on('finish', () => log(`${req.method} ${url.pathname} ${res.statusCode}`));
     const fault = url.pathname === '/process.Process/Start' ? null : takeFault(req.method, url.pathname);
     if (fault) {

@@ -13,7 +13,7 @@ start)
 	rm -rf "$dir"
 	mkdir -p "$dir/root"
 	STANDIN_FAULTS=${3:-'{}'} nohup node "$(dirname "$0")/standin.mjs" --root "$dir/root" \
-		--port-file "$dir/port" --api-key "${E2B_API_KEY:-e2b_standin}" \
+		--port-file "$dir/port" --api-key-env E2B_API_KEY \
 		--log "$dir/requests.log" >"$dir/standin.out" 2>&1 &
 	echo $! >"$dir/pid"
 	i=0
@@ -26,6 +26,16 @@ start)
 		fi
 		sleep 0.1
 	done
+	port=$(cat "$dir/port")
+	# The config the e2b tests (and the conformance suite) use against this stand-in.
+	cat >"$dir/e2b.yaml" <<EOF
+data_source:
+  sandbox:
+    type: e2b
+    api_url: http://127.0.0.1:$port
+    sandbox_url: http://127.0.0.1:$port
+    retry_max_delay: 0.5
+EOF
 	;;
 stop)
 	if [ -f "$dir/pid" ]; then
