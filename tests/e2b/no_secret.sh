@@ -1,10 +1,9 @@
 #!/bin/sh
-# Fails when the API key ($1) appears in any file under the given folders (state, stand-in
+# Fails when the API key ($E2B_API_KEY) appears in any file under the given folders (state, stand-in
 # logs, CTest logs) or when there is nothing to search. CTest's own record of the test
 # environment (E2B_API_KEY=...) is where the key is handed in, so those lines do not count.
 set -u
-key=$1
-shift
+key=${E2B_API_KEY:?E2B_API_KEY is not set}
 found=0
 files=0
 for d in "$@"; do
