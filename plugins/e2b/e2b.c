@@ -29,6 +29,9 @@ static const sbx_config_key e2_keys[] = {
     {.name = "template",
      .type = SBX_KEY_STRING,
      .help = "template when the task names no image (base)"},
+    {.name = "template_map",
+     .type = SBX_KEY_MAP,
+     .help = "image -> template; unmapped images must be plain template names"},
     {.name = "timeout", .type = SBX_KEY_INT, .help = "sandbox lifetime in seconds (300)"},
     {.name = "metadata", .type = SBX_KEY_MAP, .help = "metadata added to every sandbox"},
     {.name = "envs", .type = SBX_KEY_MAP, .help = "environment of every sandbox"},
@@ -127,6 +130,7 @@ static void e2_fini(void *state)
 	host->free(st->template_id);
 	json_decref(st->metadata);
 	json_decref(st->envs);
+	json_decref(st->template_map);
 	while (st->targets) {
 		e2_target *t = st->targets;
 		st->targets = t->next;
@@ -155,7 +159,8 @@ static int e2_init(const sbx_config *cfg, void **state, sbx_error *err)
 	    (rc = opt_string(cfg, "sandbox_url", "E2B_SANDBOX_URL", NULL, &st->sandbox_url, err)) ||
 	    (rc = opt_string(cfg, "template", NULL, "base", &st->template_id, err)) ||
 	    (rc = opt_map(cfg, "metadata", &st->metadata, err)) ||
-	    (rc = opt_map(cfg, "envs", &st->envs, err)))
+	    (rc = opt_map(cfg, "envs", &st->envs, err)) ||
+	    (rc = opt_map(cfg, "template_map", &st->template_map, err)))
 		goto out;
 	if (!st->api_key || !*st->api_key) {
 		rc = host->set_error(err, SBX_E_CONFIG,
@@ -266,6 +271,32 @@ static int take_first(void *ctx, const char *id)
 static int e2_list_by_label(void *state, const char *key, const char *value, sbx_id_fn fn,
 			    void *ctx, sbx_error *err);
 
+/* NeMo Gym's rules: template_map[image], else the image itself when it is a plain template
+ * name, else the configured template only when no image was asked for. Never a silent
+ * fallback from an image to some other template. */
+static int resolve_template(e2_state *st, const char *image, const char **out, sbx_error *err)
+{
+	if (!image || !*image) {
+		*out = st->template_id;
+		return SBX_OK;
+	}
+	const char *m = json_string_value(json_object_get(st->template_map, image));
+	if (m && *m) {
+		*out = m;
+		return SBX_OK;
+	}
+	for (const char *p = image; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+			return host->set_error(
+			    err, SBX_E_CONFIG,
+			    "e2b: create: image '%.200s' has no template: add it "
+			    "to template_map (or name a template: [A-Za-z0-9_-]+)",
+			    image);
+	*out = image;
+	return SBX_OK;
+}
+
 static int e2_create(void *state, const sbx_create_spec *spec, char *id_buf, size_t id_cap,
 		     sbx_error *err)
 {
@@ -274,7 +305,9 @@ static int e2_create(void *state, const sbx_create_spec *spec, char *id_buf, siz
 	json_t *req = NULL, *j = NULL;
 	char *body = NULL, tok[33], msg[300];
 	int rc = SBX_OK;
-	const char *tmpl = spec->image && *spec->image ? spec->image : st->template_id;
+	const char *tmpl = NULL;
+	if ((rc = resolve_template(st, spec->image, &tmpl, err)) != SBX_OK)
+		return rc;
 	json_t *md = json_deep_copy(st->metadata), *env = json_deep_copy(st->envs);
 	int64_t life = spec->ttl_seconds > 0 ? spec->ttl_seconds : st->lifetime;
 	create_token(tok);

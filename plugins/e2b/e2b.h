@@ -31,10 +31,11 @@ typedef struct e2_state {
 	char *sandbox_url;
 	char *domain;
 	char *template_id;
-	int64_t lifetime;   /* seconds */
-	json_t *metadata;   /* object */
-	json_t *envs;       /* object */
-	int allow_internet; /* -1: not sent */
+	int64_t lifetime;     /* seconds */
+	json_t *metadata;     /* object */
+	json_t *envs;         /* object */
+	json_t *template_map; /* object: image -> template */
+	int allow_internet;   /* -1: not sent */
 	int64_t retries;
 	double retry_cap; /* seconds */
 	double request_timeout;

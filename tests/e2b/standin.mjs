@@ -215,6 +215,7 @@ function startProcess(s, req, res, msg) {
     return endStream(res, { code: 'invalid_argument', message: `cwd '${cfg.cwd}' does not exist` });
   }
   const env = { PATH: process.env.PATH || '/usr/bin:/bin', HOME: s.home, USER: 'user', LOGNAME: 'user',
+    E2B_SANDBOX: 'true', E2B_SANDBOX_ID: s.id, E2B_TEMPLATE_ID: s.templateID,
     ...s.envs, ...(cfg.envs || {}) };
   const useStdin = msg.stdin !== false;
   let child;

@@ -186,3 +186,26 @@ Test(e2b, pause_resume_status_and_destroy_twice)
 	cr_assert_eq(sbx_exec(h, id, &o, &gone, &err), SBX_E_NOT_FOUND, "%s", err.message);
 	id[0] = '\0';
 }
+
+Test(e2b, template_map_then_plain_names_choose_the_template)
+{
+	sbx_exec_result *r = run("echo $E2B_TEMPLATE_ID", 0, NULL, 0);
+	cr_assert_str_eq(r->stdout_text, "base\n");
+	sbx_exec_result_free(r);
+	sbx_error err = {0};
+	char other[SBX_ID_MAX];
+	sbx_create_opts c = {.image = "nope:1"};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(h, &c, other, &err), SBX_E_CONFIG);
+	cr_assert(strstr(err.message, "template_map"), "%s", err.message);
+	c.image = "python:3.12";
+	cr_assert_eq(sbx_create(h, &c, other, &err), SBX_OK, "%s", err.message);
+	char keep[SBX_ID_MAX];
+	memcpy(keep, id, sizeof(keep));
+	memcpy(id, other, sizeof(id));
+	r = run("echo $E2B_TEMPLATE_ID", 0, NULL, 0);
+	cr_assert_str_eq(r->stdout_text, "py312\n");
+	sbx_exec_result_free(r);
+	cr_assert_eq(sbx_destroy(h, other, &err), SBX_OK, "%s", err.message);
+	memcpy(id, keep, sizeof(id));
+}
