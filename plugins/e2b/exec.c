@@ -12,9 +12,10 @@
 
 #define host sbx__e2_host
 
-/* argv: sbx-exec STDIN_FILE MODE(s|a) CMD... ; $$ is the pid envd reports. */
+/* argv: sbx-exec STDIN_FILE MODE(s|a) TOKEN CMD... ; $$ is the pid envd reports. The token
+ * marks every descendant's environment, so the kill also finds those that left the group. */
 static const char wrapper[] =
-    "p=/tmp/.sbx-pg-$$; i=$1; m=$2; shift 2\n"
+    "p=/tmp/.sbx-pg-$$; i=$1; m=$2; SBX_EXEC_TOKEN=$3; export SBX_EXEC_TOKEN; shift 3\n"
     "if [ \"$m\" = s ]; then\n"
     "  if command -v bash >/dev/null 2>&1; then set -- bash -c \"$1\"; else set -- sh -c \"$1\"; "
     "fi\n"
@@ -29,12 +30,19 @@ static const char wrapper[] =
     "if [ \"$s\" -gt 128 ] && [ \"$s\" -lt 160 ]; then kill -\"$((s - 128))\" $$; fi\n"
     "exit \"$s\"\n";
 
-/* argv: sbx-kill WRAPPER_PID */
+/* argv: sbx-kill WRAPPER_PID TOKEN STDIN_FILE. The group first (one signal), then whatever
+ * still carries the token. */
 static const char killer[] =
     "c=$(cat /tmp/.sbx-pg-$1 2>/dev/null)\n"
     "if [ -n \"$c\" ]; then kill -9 \"-$c\" 2>/dev/null || kill -9 \"$c\"; fi\n"
     "kill -9 \"-$1\" 2>/dev/null; kill -9 \"$1\" 2>/dev/null\n"
+    "for d in /proc/[0-9]*; do\n"
+    "  if tr '\\0' '\\n' <\"$d/environ\" 2>/dev/null | grep -qx \"SBX_EXEC_TOKEN=$2\"; then\n"
+    "    kill -9 \"${d#/proc/}\" 2>/dev/null\n"
+    "  fi\n"
+    "done\n"
     "rm -f /tmp/.sbx-pg-$1\n"
+    "[ \"$3\" = /dev/null ] || rm -f \"$3\"\n"
     "exit 0\n";
 
 typedef struct stream {
@@ -309,11 +317,12 @@ fail:
 	return NULL;
 }
 
-static int kill_group(e2_state *st, const e2_target *t, uint32_t pid)
+static int kill_group(e2_state *st, const e2_target *t, uint32_t pid, const char *token,
+		      const char *in_path)
 {
 	char pidbuf[16];
 	snprintf(pidbuf, sizeof(pidbuf), "%u", pid);
-	const char *argv[] = {"/bin/sh", "-c", killer, "sbx-kill", pidbuf, NULL};
+	const char *argv[] = {"/bin/sh", "-c", killer, "sbx-kill", pidbuf, token, in_path, NULL};
 	json_t *r = start_request(argv, NULL);
 	char *body = r ? json_dumps(r, JSON_COMPACT) : NULL;
 	json_decref(r);
@@ -348,8 +357,8 @@ static int map_rpc_error(const char *code)
 
 /* Runs argv (through the wrapper when wrap) and feeds output to req (may be NULL). */
 static int run(e2_state *st, const char *id, const char *const *argv, const char *user,
-	       const sbx_exec_request *req, uint64_t timeout_ms, sbx_exec_outcome *out,
-	       sbx_error *err)
+	       const sbx_exec_request *req, uint64_t timeout_ms, const char *token,
+	       const char *in_path, sbx_exec_outcome *out, sbx_error *err)
 {
 	e2_target t;
 	stream s = {.req = req};
@@ -424,8 +433,8 @@ static int run(e2_state *st, const char *id, const char *const *argv, const char
 	}
 	goto out;
 kill:
-	if (s.started && !s.ended)
-		kill_group(st, &t, s.pid);
+	if (s.started && !s.ended && token)
+		kill_group(st, &t, s.pid, token, in_path);
 out:
 	free(s.buf);
 	free(body);
@@ -436,7 +445,7 @@ int sbx__e2_run_simple(e2_state *st, const char *id, const char *const *argv, in
 		       sbx_error *err)
 {
 	sbx_exec_outcome o = {0};
-	int rc = run(st, id, argv, NULL, NULL, 60000, &o, err);
+	int rc = run(st, id, argv, NULL, NULL, 60000, NULL, NULL, &o, err);
 	if (rc == SBX_OK && o.timed_out)
 		rc = host->set_error(err, SBX_E_TIMEOUT, "e2b: helper '%s' timed out", argv[0]);
 	*exit_code = o.exit_code;
@@ -447,31 +456,29 @@ int sbx__e2_execute(void *state, const char *id, const sbx_exec_request *req, sb
 		    sbx_error *err)
 {
 	e2_state *st = state;
-	char in_path[80] = "/dev/null";
+	char in_path[80] = "/dev/null", token[20];
+	unsigned char r[8];
 	const char **argv = NULL;
 	int rc = SBX_OK;
-	size_t n = req->argv ? req->argc : 1;
+	size_t n = 0;
 	if (req->argv)
 		for (n = 0; req->argv[n]; n++)
 			;
-	if (!req->shell && (!req->argv || !req->argv[0]))
+	if (!req->shell && n == 0)
 		return host->set_error(err, SBX_E_INVAL, "e2b: exec: empty command");
-	argv = calloc(n + 7, sizeof(*argv));
+	FILE *f = fopen("/dev/urandom", "rb");
+	size_t got = f ? fread(r, 1, sizeof(r), f) : 0;
+	if (f)
+		fclose(f);
+	if (got != sizeof(r))
+		return host->set_error(err, SBX_E_IO, "e2b: exec: cannot read /dev/urandom");
+	snprintf(token, sizeof(token), "%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
+		 r[4], r[5], r[6], r[7]);
+	argv = calloc(n + 9, sizeof(*argv));
 	if (!argv)
 		return host->set_error(err, SBX_E_NOMEM, "e2b: exec: out of memory");
 	if (req->has_stdin) {
-		unsigned char r[8];
-		FILE *f = fopen("/dev/urandom", "rb");
-		size_t got = f ? fread(r, 1, sizeof(r), f) : 0;
-		if (f)
-			fclose(f);
-		if (got != sizeof(r)) {
-			rc = host->set_error(err, SBX_E_IO, "e2b: exec: no randomness");
-			goto out;
-		}
-		snprintf(in_path, sizeof(in_path),
-			 "/tmp/.sbx-stdin-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
-			 r[4], r[5], r[6], r[7]);
+		snprintf(in_path, sizeof(in_path), "/tmp/.sbx-stdin-%s", token);
 		rc = sbx__e2_write_file(st, id, in_path, req->stdin_data ? req->stdin_data : "",
 					req->stdin_len, 0600, err);
 		if (rc != SBX_OK)
@@ -483,16 +490,14 @@ int sbx__e2_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	argv[k++] = wrapper;
 	argv[k++] = "sbx-exec";
 	argv[k++] = in_path;
-	if (req->shell) {
-		argv[k++] = "s";
+	argv[k++] = req->shell ? "s" : "a";
+	argv[k++] = token;
+	if (req->shell)
 		argv[k++] = req->shell;
-	} else {
-		argv[k++] = "a";
-		for (size_t i = 0; i < n; i++)
-			argv[k++] = req->argv[i];
-	}
+	for (size_t i = 0; !req->shell && i < n; i++)
+		argv[k++] = req->argv[i];
 	argv[k] = NULL;
-	rc = run(st, id, argv, req->user, req, req->timeout_ms, out, err);
+	rc = run(st, id, argv, req->user, req, req->timeout_ms, token, in_path, out, err);
 out:
 	free(argv);
 	return rc;
