@@ -105,7 +105,8 @@ class Sessions(SbxCase):
         ids = {r["id"] for r in results}
         self.assertEqual(len(ids), 1, results)
         self.assertEqual(self.sandbox_dirs(), [self.backend(ids.pop())])
-        self.assertIn("created", [r["outcome"] for r in results])
+        self.assertEqual(sorted(r["outcome"] for r in results),
+                         ["created", "reused", "reused", "reused"])
 
     def test_bad_asset_records_nothing_and_leaves_nothing(self):
         rc, out, err = self.sbx("session", "start", *SESSION, "--asset",
