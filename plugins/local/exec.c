@@ -497,7 +497,7 @@ static void check_exit(const local_state *st, run *r)
 static void drain(const sbx_exec_request *req, run *r, int ms, int *out_rc)
 {
 	int64_t until = now_ms() + ms;
-	while (r->out_r >= 0 || r->err_r >= 0) {
+	while (*out_rc == 0 && (r->out_r >= 0 || r->err_r >= 0)) {
 		struct pollfd p[2] = {{.fd = r->out_r, .events = POLLIN},
 				      {.fd = r->err_r, .events = POLLIN}};
 		int64_t left = until - now_ms();
