@@ -275,10 +275,13 @@ static void run_helper(const plan *p)
 	close(p->in_fd);
 	close(p->out_fd);
 	close(p->err_fd);
+	/* A pidfd wakes us the moment the command exits; without one, look every 5 ms. */
+	int cmd_fd = (int)syscall(SYS_pidfd_open, cmd, 0);
 	int reported = 0;
 	for (;;) {
-		struct pollfd pfd = {.fd = p->control_fd, .events = POLLIN};
-		int pr = poll(&pfd, 1, reported ? -1 : 5);
+		struct pollfd pfd[2] = {{.fd = p->control_fd, .events = POLLIN},
+					{.fd = reported ? -1 : cmd_fd, .events = POLLIN}};
+		int pr = poll(pfd, 2, reported || cmd_fd >= 0 ? -1 : 5);
 		int status;
 		pid_t w;
 		while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
@@ -288,17 +291,18 @@ static void run_helper(const plan *p)
 				reported = 1;
 			}
 		}
-		if (pr > 0)
+		if (pr > 0 && pfd[0].revents)
 			break;
 	}
 	kill(-cmd, SIGKILL);
 	for (int round = 0; round < 2000; round++) {
-		int killed = kill_descendants();
 		int status;
 		while (waitpid(-1, &status, WNOHANG) > 0)
 			;
-		if (killed == 0 && waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD)
+		/* No child left means no descendant left: every orphan is reparented to us. */
+		if (waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD)
 			break;
+		kill_descendants();
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}
