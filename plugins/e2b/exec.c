@@ -31,16 +31,16 @@ static const char wrapper[] =
     "exit \"$s\"\n";
 
 /* argv: sbx-kill WRAPPER_PID TOKEN STDIN_FILE. The group first (one signal), then whatever
- * still carries the token. */
+ * still carries the token; twice, for processes that were forking during the first pass. */
 static const char killer[] =
     "c=$(cat /tmp/.sbx-pg-$1 2>/dev/null)\n"
-    "for pass in 1 2 3; do\n"
+    "for pass in 1 2; do\n"
     "  if [ -n \"$c\" ]; then kill -9 \"-$c\" 2>/dev/null || kill -9 \"$c\" 2>/dev/null; fi\n"
     "  kill -9 \"-$1\" 2>/dev/null; kill -9 \"$1\" 2>/dev/null\n"
     "  for f in $(grep -lsF \"SBX_EXEC_TOKEN=$2\" /proc/[0-9]*/environ); do\n"
     "    f=${f#/proc/}; kill -9 \"${f%/environ}\" 2>/dev/null\n"
     "  done\n"
-    "  [ $pass = 3 ] || sleep 0.05 2>/dev/null || sleep 1\n"
+
     "done\n"
     "rm -f /tmp/.sbx-pg-$1\n"
     "[ \"$3\" = /dev/null ] || rm -f \"$3\"\n"
