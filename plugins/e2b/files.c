@@ -414,9 +414,14 @@ int sbx__e2_make_dir(void *state, const char *id, const char *path, uint32_t par
 				slash[1] = '\0';
 			else
 				*slash = '\0';
-			rc = sbx__e2_stat_file(state, id, parent, &fi, err);
+			rc = sbx__e2_stat_file(state, id, parent, &fi, &e);
+			if (rc == SBX_E_NO_FILE)
+				return host->set_error(err, rc,
+						       "e2b: mkdir '%.200s': parent '%.200s' does "
+						       "not exist (make parents to create it)",
+						       path, parent);
 			if (rc != SBX_OK)
-				return rc;
+				return host->set_error(err, rc, "%s", e.message);
 			if (fi.kind != SBX_FILE_DIR)
 				return host->set_error(err, SBX_E_PATH,
 						       "e2b: mkdir: '%.200s' is not a directory",

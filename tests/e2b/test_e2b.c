@@ -210,3 +210,28 @@ Test(e2b, template_map_then_plain_names_choose_the_template)
 	cr_assert_eq(sbx_destroy(h, other, &err), SBX_OK, "%s", err.message);
 	memcpy(id, keep, sizeof(id));
 }
+
+Test(e2b, a_wrong_key_is_a_config_error_that_does_not_show_the_key)
+{
+	const char *cfg = getenv("SBX_E2B_CONFIG");
+	cr_assert(cfg);
+	FILE *f = fopen(cfg, "r");
+	cr_assert(f);
+	char text[4096];
+	size_t n = fread(text, 1, sizeof(text) - 200, f);
+	fclose(f);
+	text[n] = '\0';
+	snprintf(text + n, sizeof(text) - n, "    api_key: e2b_wrongkey0123456789\n");
+	sbx_host_options o = {.config_text = text};
+	SBX_INIT_HEADER(o);
+	sbx_host *wh = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_host_new(&o, &wh, &err), SBX_OK, "host: %s", err.message);
+	sbx_create_opts c = {0};
+	SBX_INIT_HEADER(c);
+	char wid[SBX_ID_MAX];
+	cr_assert_eq(sbx_create(wh, &c, wid, &err), SBX_E_CONFIG, "%s", err.message);
+	cr_assert(strstr(err.message, "401"), "%s", err.message);
+	cr_assert_null(strstr(err.message, "wrongkey"), "%s", err.message);
+	sbx_host_free(wh);
+}
