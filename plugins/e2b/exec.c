@@ -525,7 +525,7 @@ int sbx__e2_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	if (req->has_stdin) {
 		snprintf(in_path, sizeof(in_path), "/tmp/.sbx-stdin-%s", token);
 		rc = sbx__e2_write_file(st, id, in_path, req->stdin_data ? req->stdin_data : "",
-					req->stdin_len, 0600, err);
+					req->stdin_len, 0, err);
 		if (rc != SBX_OK)
 			goto out;
 	}
