@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -106,13 +107,19 @@ Test(e2b, signal_death_reports_the_signal)
 
 Test(e2b, timeout_kills_the_process_group_and_keeps_partial_output)
 {
-	sbx_exec_result *r =
-	    run("echo begun; sleep 117 & setsid sleep 116 & sleep 118; echo never", 1.0, NULL, 0);
+	/* The stand-in's processes share the machine with other test runs: durations unique to
+	 * this process tell ours apart. */
+	char cmd[200], check[200];
+	unsigned u = 100000u + (unsigned)getpid() % 100000u;
+	snprintf(cmd, sizeof(cmd),
+		 "echo begun; sleep %u1 & setsid sleep %u2 & sleep %u3; echo never", u, u, u);
+	snprintf(check, sizeof(check), "ps -eo args | grep -c '^sleep %u[123]$'", u);
+	sbx_exec_result *r = run(cmd, 1.0, NULL, 0);
 	cr_assert_eq(r->timed_out, 1);
 	cr_assert_eq(r->stdout_text_len, 6);
 	cr_assert_arr_eq(r->stdout_text, "begun\n", 6);
 	sbx_exec_result_free(r);
-	r = run("ps -eo args | grep -c '^sleep 11[678]$'", 0, NULL, 0);
+	r = run(check, 0, NULL, 0);
 	cr_assert_str_eq(r->stdout_text, "0\n", "survivors: %s", r->stdout_text);
 	sbx_exec_result_free(r);
 }
