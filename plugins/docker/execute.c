@@ -383,26 +383,21 @@ static int kill_tree(dk_state *st, const char *id, const char *token, sbx_error 
 	return rc;
 }
 
-/* Resolves a relative cwd beneath the work dir. */
-static int exec_cwd(dk_state *st, const char *cwd, char *buf, size_t cap, sbx_error *err)
+/* The cwd must exist and be a directory (engines differ: Podman would run in a missing one). */
+static int exec_cwd(dk_state *st, const char *id, const char *cwd, char *buf, size_t cap,
+		    sbx_error *err)
 {
-	int n;
-	if (cwd[0] == '/')
-		n = snprintf(buf, cap, "%s", cwd);
-	else
-		n = snprintf(buf, cap, "%s/%s", st->working_dir, cwd);
-	if (n < 0 || (size_t)n >= cap)
-		return host->set_error(err, SBX_E_PATH, "docker: exec: cwd is too long");
-	for (const char *p = cwd; *p;) {
-		size_t l = strcspn(p, "/");
-		if (l == 2 && p[0] == '.' && p[1] == '.' && cwd[0] != '/')
-			return host->set_error(
-			    err, SBX_E_PATH, "docker: exec: cwd '%.200s' leaves the work dir", cwd);
-		p += l;
-		while (*p == '/')
-			p++;
-	}
-	return SBX_OK;
+	sbx_file_info fi;
+	int rc = sbx__dk_resolve(st, id, cwd, 1, buf, cap, "exec", err);
+	if (rc == SBX_OK)
+		rc = sbx__dk_stat_raw(st, id, buf, &fi, NULL, 0, err);
+	if (rc == SBX_E_NO_FILE)
+		return host->set_error(err, SBX_E_NO_FILE,
+				       "docker: exec: cwd %.300s does not exist", buf);
+	if (rc == SBX_OK && fi.kind != SBX_FILE_DIR)
+		return host->set_error(err, SBX_E_INVAL,
+				       "docker: exec: cwd %.300s is not a directory", buf);
+	return rc;
 }
 
 int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
@@ -473,7 +468,7 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	if (!body)
 		goto nomem;
 	if (req->cwd) {
-		if ((rc = exec_cwd(st, req->cwd, cwd, sizeof(cwd), err)) != SBX_OK)
+		if ((rc = exec_cwd(st, id, req->cwd, cwd, sizeof(cwd), err)) != SBX_OK)
 			goto out;
 		if (json_object_set_new(body, "WorkingDir", json_string(cwd)))
 			goto nomem;
