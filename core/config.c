@@ -3,12 +3,18 @@
  * Shapes accepted: LoongSage's `data_source.sandbox` (defaults) with `data_sources[i].sandbox`
  * overrides, and NexAU's `sandbox_config` block (the defaults). Merge rule: an override's keys
  * replace the defaults' keys of the same name; when the override names another type, the
- * defaults' plugin keys are not inherited (they belong to another backend) but policy keys are. */
+ * defaults' plugin keys are not inherited (they belong to another backend) but policy keys are.
+ * `type: none`, an empty type or an empty `sandbox:` means no sandbox. A data source may carry
+ * name, sandbox, path, weight and metadata (the host reads name and sandbox); any other key is
+ * an error. A null policy value keeps the default. */
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -31,8 +37,8 @@ static const policy_key policy_keys[] = {
     {"output_max_bytes", "output_max_bytes"},
     {"ttl", "ttl"},
     {"auto_resume", "auto_resume"},
-    {"sandbox_creation_timeout_seconds", "create_timeout"}, /* LoongSage */
-    {"create_timeout", "create_timeout"},
+    /* LoongSage: range-checked but unused; the host has no create-timeout policy yet. */
+    {"sandbox_creation_timeout_seconds", "create_timeout"},
     {NULL, NULL},
 };
 
@@ -97,86 +103,177 @@ static int scalar_of(const sbx__node *v, const char *key, const char *want, sbx_
 	return SBX_OK;
 }
 
-static int parse_number(const sbx__node *v, const char *key, double lo, double hi, int integer,
-			double *out, sbx_error *err)
+/* An unquoted empty, ~ or null scalar: YAML's null, which leaves a key at its default (the
+ * plugin's config getters treat it as absent too). */
+static int is_null(const sbx__node *v)
 {
-	const char *want = integer ? "an integer" : "a number";
+	if (v->kind != SBX__NODE_SCALAR || v->quoted)
+		return 0;
+	const char *s = v->scalar ? v->scalar : "";
+	return !*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
+	       strcmp(s, "NULL") == 0;
+}
+
+/* The text of an unquoted scalar (numbers and booleans are never quoted, as the plugin's
+ * getters require); `secret` keeps the value out of the message. */
+static int typed_text(const sbx__node *v, const char *key, const char *want, int secret,
+		      const char **out, sbx_error *err)
+{
 	int rc = scalar_of(v, key, want, err);
 	if (rc != SBX_OK)
 		return rc;
+	if (v->quoted)
+		return sbx__set_error(
+		    err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, got a quoted string%s%s%s", v->file,
+		    v->line, key, want, secret ? "" : " '", secret ? "" : v->scalar,
+		    secret ? "" : "' (remove the quotes)");
+	*out = v->scalar;
+	return SBX_OK;
+}
+
+static int bad_value(const sbx__node *v, const char *key, const char *want, int secret,
+		     sbx_error *err)
+{
+	if (secret)
+		return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s", v->file, v->line,
+				      key, want);
+	return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, got '%s'", v->file,
+			      v->line, key, want, v->scalar);
+}
+
+/* A decimal integer in lo..hi. */
+static int parse_int(const sbx__node *v, const char *key, long long lo, long long hi, int secret,
+		     long long *out, sbx_error *err)
+{
+	const char *s = NULL;
+	int rc = typed_text(v, key, "an integer", secret, &s, err);
+	if (rc != SBX_OK)
+		return rc;
+	const char *p = s[0] == '-' ? s + 1 : s;
+	if (!(*p >= '0' && *p <= '9'))
+		return bad_value(v, key, "an integer", secret, err);
 	char *end = NULL;
 	errno = 0;
-	double d = strtod(v->scalar, &end);
-	if (!*v->scalar || *end || errno || isnan(d) || (integer && d != floor(d)))
-		return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, got '%s'",
-				      v->file, v->line, key, want, v->scalar);
-	if (d < lo || d > hi)
+	long long x = strtoll(s, &end, 10);
+	if (*end)
+		return bad_value(v, key, "an integer", secret, err);
+	if (errno == ERANGE || x < lo || x > hi) {
+		if (secret)
+			return sbx__set_error(err, SBX_E_CONFIG,
+					      "%s:%d: '%s' must be between %lld and %lld", v->file,
+					      v->line, key, lo, hi);
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "%s:%d: '%s' is %s; it must be between %lld and %lld",
+				      v->file, v->line, key, s, lo, hi);
+	}
+	*out = x;
+	return SBX_OK;
+}
+
+/* A finite decimal number in lo..hi (no hex, inf or nan). */
+static int parse_float(const sbx__node *v, const char *key, double lo, double hi, int secret,
+		       double *out, sbx_error *err)
+{
+	const char *s = NULL;
+	int rc = typed_text(v, key, "a number", secret, &s, err);
+	if (rc != SBX_OK)
+		return rc;
+	const char *p = s[0] == '-' ? s + 1 : s;
+	if (!((*p >= '0' && *p <= '9') || *p == '.') || strspn(s, "0123456789.eE+-") != strlen(s))
+		return bad_value(v, key, "a number", secret, err);
+	char *end = NULL;
+	errno = 0;
+	double d = strtod(s, &end);
+	if (*end || end == s)
+		return bad_value(v, key, "a number", secret, err);
+	if (errno == ERANGE || !isfinite(d) || d < lo || d > hi) {
+		if (secret)
+			return sbx__set_error(err, SBX_E_CONFIG,
+					      "%s:%d: '%s' must be between %.15g and %.15g",
+					      v->file, v->line, key, lo, hi);
 		return sbx__set_error(err, SBX_E_CONFIG,
 				      "%s:%d: '%s' is %s; it must be between %.15g and %.15g",
-				      v->file, v->line, key, v->scalar, lo, hi);
+				      v->file, v->line, key, s, lo, hi);
+	}
 	*out = d;
 	return SBX_OK;
 }
 
-static int parse_bool(const sbx__node *v, const char *key, int *out, sbx_error *err)
+#define BOOL_WANT "true or false (or yes/no, on/off, 1/0)"
+
+/* The spellings the plugin's config_bool getter accepts. */
+static int parse_bool(const sbx__node *v, const char *key, int secret, int *out, sbx_error *err)
 {
-	int rc = scalar_of(v, key, "true or false", err);
+	const char *s = NULL;
+	int rc = typed_text(v, key, BOOL_WANT, secret, &s, err);
 	if (rc != SBX_OK)
 		return rc;
 	static const char *const yes[] = {"true", "yes", "on", "1"};
 	static const char *const no[] = {"false", "no", "off", "0"};
 	for (int i = 0; i < 4; i++) {
-		if (strcmp(v->scalar, yes[i]) == 0) {
+		if (strcasecmp(s, yes[i]) == 0) {
 			*out = 1;
 			return SBX_OK;
 		}
-		if (strcmp(v->scalar, no[i]) == 0) {
+		if (strcasecmp(s, no[i]) == 0) {
 			*out = 0;
 			return SBX_OK;
 		}
 	}
-	return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be true or false, got '%s'",
-			      v->file, v->line, key, v->scalar);
+	return bad_value(v, key, BOOL_WANT, secret, err);
 }
+
+/* Ranges: a year for timeouts, ten years for ttl. */
+#define MAX_TIMEOUT     31536000.0
+#define MAX_TTL         315360000LL
+#define MAX_CONCURRENCY 1000000LL
+#define MAX_CHARS       1000000000LL
+#define MAX_BYTES       4611686018427387904LL /* 2^62 */
 
 static int apply_policy(sbx__policy *p, const char *key, const char *canonical, const sbx__node *v,
 			sbx_error *err)
 {
+	if (is_null(v))
+		return SBX_OK;
 	double d = 0;
+	long long x = 0;
 	int rc;
 	if (strcmp(canonical, "timeout") == 0 || strcmp(canonical, "create_timeout") == 0) {
-		rc = parse_number(v, key, 0, 31536000, 0, &d, err);
+		rc = parse_float(v, key, 0, MAX_TIMEOUT, 0, &d, err);
 		if (rc == SBX_OK && canonical[0] == 't')
 			p->timeout = d;
 		return rc;
 	}
 	if (strcmp(canonical, "auto_resume") == 0)
-		return parse_bool(v, key, &p->auto_resume, err);
+		return parse_bool(v, key, 0, &p->auto_resume, err);
 	if (strcmp(canonical, "ttl") == 0) {
-		rc = parse_number(v, key, 0, 315360000, 1, &d, err);
-		p->ttl = (int64_t)d;
+		rc = parse_int(v, key, 0, MAX_TTL, 0, &x, err);
+		if (rc == SBX_OK)
+			p->ttl = (int64_t)x;
 		return rc;
 	}
 	if (strcmp(canonical, "max_concurrency") == 0) {
-		rc = parse_number(v, key, 0, 1000000, 1, &d, err);
-		p->max_concurrency = (uint64_t)d;
+		rc = parse_int(v, key, 0, MAX_CONCURRENCY, 0, &x, err);
+		if (rc == SBX_OK)
+			p->max_concurrency = (uint64_t)x;
 		return rc;
 	}
 	if (strcmp(canonical, "output_max_bytes") == 0) {
-		rc = parse_number(v, key, 0, 4611686018427387904.0, 1, &d, err);
-		p->output_max_bytes = (uint64_t)d;
+		rc = parse_int(v, key, 0, MAX_BYTES, 0, &x, err);
+		if (rc == SBX_OK)
+			p->output_max_bytes = (uint64_t)x;
 		return rc;
 	}
-	double lo = strcmp(canonical, "output_char_threshold") == 0 ? 1 : 0;
-	rc = parse_number(v, key, lo, 1000000000, 1, &d, err);
+	int threshold = strcmp(canonical, "output_char_threshold") == 0;
+	rc = parse_int(v, key, threshold ? 1 : 0, MAX_CHARS, 0, &x, err);
 	if (rc != SBX_OK)
 		return rc;
-	if (canonical[0] == 'o')
-		p->output_char_threshold = (uint64_t)d;
+	if (threshold)
+		p->output_char_threshold = (uint64_t)x;
 	else if (strcmp(canonical, "truncate_head_chars") == 0)
-		p->truncate_head_chars = (uint64_t)d;
+		p->truncate_head_chars = (uint64_t)x;
 	else
-		p->truncate_tail_chars = (uint64_t)d;
+		p->truncate_tail_chars = (uint64_t)x;
 	return SBX_OK;
 }
 
@@ -246,7 +343,7 @@ static int type_alias(const sbx__node *v, char **alias, sbx_error *err)
 	size_t n = strlen(s);
 	while (n && s[n - 1] == ' ')
 		n--;
-	if (n == 0 || (n == 4 && strncmp(s, "none", 4) == 0) ||
+	if (n == 0 || (n == 4 && strncasecmp(s, "none", 4) == 0) ||
 	    (!v->quoted && (strcmp(s, "null") == 0 || strcmp(s, "~") == 0)))
 		return SBX_OK;
 	*alias = sbx__strndup(s, n);
@@ -256,6 +353,16 @@ static int type_alias(const sbx__node *v, char **alias, sbx_error *err)
 /* Applies one sandbox block over ds (which may already hold inherited values). */
 static int apply_block(sbx__data_source *ds, const sbx__node *block, sbx_error *err)
 {
+	if (is_null(block)) {
+		/* `sandbox:` left empty: no sandbox, like `type: none`. */
+		sbx__free(ds->alias);
+		ds->alias = NULL;
+		sbx__node_free(ds->keys);
+		ds->keys = NULL;
+		if (new_map(block->file, block->line, &ds->keys) != SBX_OK)
+			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		return SBX_OK;
+	}
 	if (block->kind != SBX__NODE_MAP)
 		return sbx__set_error(err, SBX_E_CONFIG,
 				      "%s:%d: a sandbox block must be a mapping with at least "
@@ -413,9 +520,10 @@ int sbx__config_load(const char *path, const char *text, sbx__config **out, sbx_
 		rc = sbx__yaml_load_string(text, "<config>", 1, SBX_E_CONFIG, &root, err);
 	}
 	if (rc != SBX_OK) {
-		if (rc == SBX_E_IO)
-			rc =
-			    sbx__set_error(err, SBX_E_CONFIG, "config %s", err ? err->message : "");
+		if (rc == SBX_E_IO) {
+			sbx__error_prefix(err, "config");
+			rc = err ? (err->code = SBX_E_CONFIG) : SBX_E_CONFIG;
+		}
 		goto out;
 	}
 	if (root->kind != SBX__NODE_MAP) {
@@ -505,9 +613,13 @@ int sbx__config_find(const sbx__config *cfg, const char *name_or_index,
 		}
 		snprintf(names + used, sizeof(names) - used, ", %s", cfg->sources[i].name);
 	}
+	if (cfg->n == 0)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "unknown data source '%.100s'; configured: default",
+				      name_or_index);
 	return sbx__set_error(err, SBX_E_CONFIG,
 			      "unknown data source '%.100s'; configured: %s (or an index 0..%zu)",
-			      name_or_index, names, cfg->n ? cfg->n - 1 : 0);
+			      name_or_index, names, cfg->n - 1);
 }
 
 static const char *type_name(uint32_t t)
@@ -529,27 +641,56 @@ static const char *type_name(uint32_t t)
 	return "any value";
 }
 
-static int check_type(const sbx__node *v, const char *key, uint32_t type, sbx_error *err)
+static int check_type(const sbx__node *v, const char *key, const sbx_config_key *decl,
+		      sbx_error *err)
 {
 	double d;
+	long long x;
 	int b;
-	switch (type) {
+	int secret = decl->secret != 0;
+	if (decl->type == SBX_KEY_ANY || is_null(v))
+		return SBX_OK;
+	switch (decl->type) {
 	case SBX_KEY_STRING:
 		return scalar_of(v, key, "a string", err);
 	case SBX_KEY_INT:
-		return parse_number(v, key, -9.2e18, 9.2e18, 1, &d, err);
+		return parse_int(v, key, LLONG_MIN, LLONG_MAX, secret, &x, err);
 	case SBX_KEY_FLOAT:
-		return parse_number(v, key, -1e308, 1e308, 0, &d, err);
+		return parse_float(v, key, -DBL_MAX, DBL_MAX, secret, &d, err);
 	case SBX_KEY_BOOL:
-		return parse_bool(v, key, &b, err);
+		return parse_bool(v, key, secret, &b, err);
 	case SBX_KEY_LIST:
 	case SBX_KEY_MAP:
-		if (v->kind != (type == SBX_KEY_LIST ? SBX__NODE_LIST : SBX__NODE_MAP))
-			return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s", v->file,
-					      v->line, key, type_name(type));
+		if (v->kind != (decl->type == SBX_KEY_LIST ? SBX__NODE_LIST : SBX__NODE_MAP))
+			return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, not %s",
+					      v->file, v->line, key, type_name(decl->type),
+					      v->kind == SBX__NODE_MAP    ? "a mapping"
+					      : v->kind == SBX__NODE_LIST ? "a list"
+									  : "a scalar");
 		return SBX_OK;
 	}
 	return SBX_OK;
+}
+
+static int unknown_plugin_key(const sbx__node *v, const char *key, const sbx_plugin_desc *desc,
+			      sbx_error *err)
+{
+	const char **names = sbx__calloc((size_t)desc->n_keys + 1, sizeof(*names));
+	if (!names)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	size_t n = 0;
+	for (uint32_t k = 0; k < desc->n_keys; k++)
+		if (desc->keys[k].name)
+			names[n++] = desc->keys[k].name;
+	char *list = join_names(names);
+	sbx__free(names);
+	if (!list)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	sbx__set_error(err, SBX_E_CONFIG,
+		       "%s:%d: unknown key '%s' for sandbox type '%s'; valid keys: %s", v->file,
+		       v->line, key, desc->alias ? desc->alias : "?", n ? list : "(none)");
+	sbx__free(list);
+	return SBX_E_CONFIG;
 }
 
 int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry_defaults,
@@ -572,23 +713,10 @@ int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry
 				if (desc->keys[k].name && strcmp(desc->keys[k].name, key) == 0)
 					decl = &desc->keys[k];
 			if (!decl) {
-				char list[600] = "";
-				for (uint32_t k = 0; k < desc->n_keys; k++) {
-					size_t used = strlen(list);
-					snprintf(list + used, sizeof(list) - used, "%s%s",
-						 k ? ", " : "", desc->keys[k].name);
-				}
-				rc = sbx__set_error(
-				    err, SBX_E_CONFIG,
-				    "%s:%d: unknown key '%s' for sandbox type '%s'; valid keys: "
-				    "%s (and the host's: timeout, max_concurrency, "
-				    "output_char_threshold, truncate_head_chars, "
-				    "truncate_tail_chars, output_max_bytes, ttl, auto_resume)",
-				    m->items[i]->file, m->items[i]->line, key, desc->alias,
-				    desc->n_keys ? list : "none");
+				rc = unknown_plugin_key(m->items[i], key, desc, err);
 				goto out;
 			}
-			rc = check_type(m->items[i], key, decl->type, err);
+			rc = check_type(m->items[i], key, decl, err);
 			if (rc != SBX_OK)
 				goto out;
 			if (map_set(merged, key, m->items[i]) != SBX_OK) {

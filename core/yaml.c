@@ -115,17 +115,32 @@ typedef struct conv_ctx {
 	int interp;
 	int bad_status;
 	int depth;
+	unsigned char *seen; /* one flag per document node: a second visit is an alias */
 } conv_ctx;
 
-static int convert(conv_ctx *c, yaml_node_t *yn, sbx__node **out, sbx_error *err)
+/* Converts node `id`; `use_line` is where the parent refers to it (0: unknown). */
+static int convert(conv_ctx *c, int id, int use_line, sbx__node **out, sbx_error *err)
 {
 	*out = NULL;
+	yaml_node_t *yn = yaml_document_get_node(c->doc, id);
+	if (!yn)
+		return sbx__set_error(err, c->bad_status, "%s:%d: unresolved YAML node", c->file,
+				      use_line);
+	/* Refusing aliases keeps one source line per value and rules out alias bombs. */
+	if (c->seen[id - 1])
+		return sbx__set_error(err, c->bad_status,
+				      "%s:%d: YAML aliases are not supported (the value anchored "
+				      "at line %d is used again); write the value out",
+				      c->file, use_line ? use_line : (int)yn->start_mark.line + 1,
+				      (int)yn->start_mark.line + 1);
+	c->seen[id - 1] = 1;
 	if (++c->depth > 64) {
 		c->depth--;
 		return sbx__set_error(err, c->bad_status, "%s:%d: nesting deeper than 64 levels",
 				      c->file, (int)yn->start_mark.line + 1);
 	}
 	int rc = SBX_OK;
+	int *key_lines = NULL;
 	sbx__node *n = sbx__calloc(1, sizeof(*n));
 	if (!n || !(n->file = sbx__strdup(c->file))) {
 		rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
@@ -167,9 +182,7 @@ static int convert(conv_ctx *c, yaml_node_t *yn, sbx__node **out, sbx_error *err
 			goto out;
 		}
 		for (size_t i = 0; i < cnt; i++) {
-			yaml_node_t *child =
-			    yaml_document_get_node(c->doc, yn->data.sequence.items.start[i]);
-			rc = convert(c, child, &n->items[i], err);
+			rc = convert(c, yn->data.sequence.items.start[i], 0, &n->items[i], err);
 			if (rc != SBX_OK)
 				goto out;
 			n->n++;
@@ -179,19 +192,21 @@ static int convert(conv_ctx *c, yaml_node_t *yn, sbx__node **out, sbx_error *err
 		size_t cnt = (size_t)(yn->data.mapping.pairs.top - yn->data.mapping.pairs.start);
 		n->items = sbx__calloc(cnt ? cnt : 1, sizeof(*n->items));
 		n->keys = sbx__calloc(cnt ? cnt : 1, sizeof(*n->keys));
-		if (!n->items || !n->keys) {
+		key_lines = sbx__calloc(cnt ? cnt : 1, sizeof(*key_lines));
+		if (!n->items || !n->keys || !key_lines) {
 			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 			goto out;
 		}
 		for (size_t i = 0; i < cnt; i++) {
 			yaml_node_pair_t *pair = &yn->data.mapping.pairs.start[i];
 			yaml_node_t *k = yaml_document_get_node(c->doc, pair->key);
-			if (k->type != YAML_SCALAR_NODE) {
-				rc = sbx__set_error(err, c->bad_status,
-						    "%s:%d: mapping keys must be plain strings",
-						    c->file, (int)k->start_mark.line + 1);
+			if (!k || k->type != YAML_SCALAR_NODE) {
+				rc = sbx__set_error(
+				    err, c->bad_status, "%s:%d: mapping keys must be plain strings",
+				    c->file, k ? (int)k->start_mark.line + 1 : n->line);
 				goto out;
 			}
+			int kline = (int)k->start_mark.line + 1;
 			char *key =
 			    sbx__strndup((const char *)k->data.scalar.value, k->data.scalar.length);
 			if (!key) {
@@ -203,14 +218,14 @@ static int convert(conv_ctx *c, yaml_node_t *yn, sbx__node **out, sbx_error *err
 					rc = sbx__set_error(
 					    err, c->bad_status,
 					    "%s:%d: duplicate key '%s' (first at line %d)", c->file,
-					    (int)k->start_mark.line + 1, key, n->items[j]->line);
+					    kline, key, key_lines[j]);
 					sbx__free(key);
 					goto out;
 				}
 			}
 			n->keys[i] = key;
-			rc = convert(c, yaml_document_get_node(c->doc, pair->value), &n->items[i],
-				     err);
+			key_lines[i] = kline;
+			rc = convert(c, pair->value, kline, &n->items[i], err);
 			if (rc != SBX_OK) {
 				n->n++; /* the key is owned now; free it with the rest */
 				goto out;
@@ -220,6 +235,7 @@ static int convert(conv_ctx *c, yaml_node_t *yn, sbx__node **out, sbx_error *err
 	}
 out:
 	c->depth--;
+	sbx__free(key_lines);
 	if (rc != SBX_OK) {
 		sbx__node_free(n);
 		return rc;
@@ -257,9 +273,17 @@ static int load(yaml_parser_t *parser, const char *name, int interp, int bad_sta
 	if (!root || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
 		rc = empty_map(name, out, err);
 	} else {
-		conv_ctx c = {
-		    .doc = &doc, .file = name, .interp = interp, .bad_status = bad_status};
-		rc = convert(&c, root, out, err);
+		size_t nodes = (size_t)(doc.nodes.top - doc.nodes.start);
+		conv_ctx c = {.doc = &doc,
+			      .file = name,
+			      .interp = interp,
+			      .bad_status = bad_status,
+			      .seen = sbx__calloc(nodes ? nodes : 1, 1)};
+		if (!c.seen)
+			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		else
+			rc = convert(&c, 1, 0, out, err);
+		sbx__free(c.seen);
 	}
 	yaml_document_delete(&doc);
 	return rc;
@@ -348,44 +372,113 @@ fail:
 	return NULL;
 }
 
+/* A JSON number (RFC 8259 grammar) that strtod reads without overflow. */
 static int is_number(const char *s)
 {
-	if (!*s)
+	const char *p = s;
+	if (*p == '-')
+		p++;
+	if (*p == '0')
+		p++;
+	else if (*p >= '1' && *p <= '9')
+		while (*p >= '0' && *p <= '9')
+			p++;
+	else
 		return 0;
-	char *end = NULL;
-	errno = 0;
-	strtod(s, &end);
-	if (*end != '\0' || errno != 0)
-		return 0;
-	/* JSON has no hex, inf, nan, leading '+' or leading zeros. */
-	const char *p = s[0] == '-' ? s + 1 : s;
-	if (!(*p >= '0' && *p <= '9'))
-		return 0;
-	if (p[0] == '0' && p[1] >= '0' && p[1] <= '9')
-		return 0;
-	for (; *p; p++)
-		if (!strchr("0123456789.eE+-", *p))
+	if (*p == '.') {
+		p++;
+		if (!(*p >= '0' && *p <= '9'))
 			return 0;
-	return 1;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!(*p >= '0' && *p <= '9'))
+			return 0;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	if (*p)
+		return 0;
+	errno = 0;
+	double d = strtod(s, NULL);
+	return !(errno == ERANGE && d != 0);
 }
 
+/* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid. */
+static size_t utf8_len(const unsigned char *p)
+{
+	static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+	size_t n = p[0] < 0x80             ? 1
+		   : (p[0] & 0xE0) == 0xC0 ? 2
+		   : (p[0] & 0xF0) == 0xE0 ? 3
+		   : (p[0] & 0xF8) == 0xF0 ? 4
+					   : 0;
+	if (n <= 1)
+		return n;
+	unsigned cp = p[0] & (0x7Fu >> n);
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xC0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3Fu);
+	}
+	if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return n;
+}
+
+/* A JSON string; control characters escaped, invalid UTF-8 bytes become U+FFFD. */
 static void json_string(strbuf *b, const char *s)
 {
 	sb_add(b, "\"", 1);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
 		char esc[8];
-		if (*p == '"' || *p == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)*p;
-			sb_add(b, esc, 2);
-		} else if (*p < 0x20) {
-			snprintf(esc, sizeof(esc), "\\u%04x", *p);
-			sb_add(b, esc, 6);
-		} else {
-			sb_add(b, (const char *)p, 1);
+		size_t n = utf8_len(p);
+		if (n == 0) {
+			sb_add(b, "\\ufffd", 6);
+			p++;
+			continue;
 		}
+		if (n > 1) {
+			sb_add(b, (const char *)p, n);
+			p += n;
+			continue;
+		}
+		switch (*p) {
+		case '"':
+			sb_add(b, "\\\"", 2);
+			break;
+		case '\\':
+			sb_add(b, "\\\\", 2);
+			break;
+		case '\n':
+			sb_add(b, "\\n", 2);
+			break;
+		case '\r':
+			sb_add(b, "\\r", 2);
+			break;
+		case '\t':
+			sb_add(b, "\\t", 2);
+			break;
+		default:
+			if (*p < 0x20) {
+				snprintf(esc, sizeof(esc), "\\u%04x", *p);
+				sb_add(b, esc, 6);
+			} else {
+				sb_add(b, (const char *)p, 1);
+			}
+		}
+		p++;
 	}
 	sb_add(b, "\"", 1);
+}
+
+static int one_of(const char *s, const char *a, const char *b, const char *c)
+{
+	return strcmp(s, a) == 0 || strcmp(s, b) == 0 || strcmp(s, c) == 0;
 }
 
 static void to_json(strbuf *b, const sbx__node *n)
@@ -394,9 +487,13 @@ static void to_json(strbuf *b, const sbx__node *n)
 		const char *s = n->scalar ? n->scalar : "";
 		if (n->quoted)
 			json_string(b, s);
-		else if (!*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0)
+		else if (!*s || strcmp(s, "~") == 0 || one_of(s, "null", "Null", "NULL"))
 			sb_add(b, "null", 4);
-		else if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0 || is_number(s))
+		else if (one_of(s, "true", "True", "TRUE"))
+			sb_add(b, "true", 4);
+		else if (one_of(s, "false", "False", "FALSE"))
+			sb_add(b, "false", 5);
+		else if (is_number(s))
 			sb_add(b, s, strlen(s));
 		else
 			json_string(b, s);

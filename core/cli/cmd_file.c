@@ -1,4 +1,5 @@
 /* sbx file read|write|ls|stat|mkdir|rm, and sbx ls / sbx gc over the ledger. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +68,9 @@ int cmd_file(const cli_globals *g, int argc, char **argv)
 	} else if (strcmp(op, "write") == 0) {
 		FILE *f = left == 3 ? fopen(argv[i + 2], "rb") : stdin;
 		if (!f) {
+			fprintf(stderr, "sbx: file: cannot open %s: %s\n", argv[i + 2],
+				strerror(errno));
 			sbx_host_free(h);
-			fprintf(stderr, "sbx: file: cannot open %s\n", argv[i + 2]);
 			return CLI_USAGE;
 		}
 		size_t cap = 65536, n = 0, got;

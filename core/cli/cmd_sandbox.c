@@ -1,4 +1,5 @@
 /* sbx plugins | config check | create | exec | rm | pause | resume | status */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,9 @@ int cmd_plugins(const cli_globals *g, int argc, char **argv)
 static const char config_usage[] =
     "usage: sbx config check FILE\n"
     "Validates FILE (and every plugin key against its plugin) and prints the data sources.\n"
-    "Exit status 0 when valid, 2 with the error otherwise.\n";
+    "Prints one line per data source: its name ('default' is the data_source block) and its\n"
+    "sandbox type alias. Exit status 0 when valid; 1 when FILE (or a plugin's check of its\n"
+    "keys) is invalid, with the error on stderr; 2 on usage errors.\n";
 
 int cmd_config(const cli_globals *g, int argc, char **argv)
 {
@@ -104,12 +107,17 @@ int cmd_config(const cli_globals *g, int argc, char **argv)
 		return CLI_OK;
 	if (argc != 3 || strcmp(argv[1], "check") != 0)
 		return cli_usage_error(config_usage, "config", "expected 'config check FILE'");
-	cli_globals local = *g;
-	local.config = argv[2];
+	sbx_host_options o = {0};
+	SBX_INIT_HEADER(o);
+	o.registry_path = g->registry;
+	o.config_path = argv[2];
 	sbx_host *h = NULL;
-	int rc = cli_open_host(&local, &h);
-	if (rc != CLI_OK)
-		return rc;
+	sbx_error err = {0};
+	int st = sbx_host_new(&o, &h, &err);
+	if (st != SBX_OK) {
+		cli_fail("config", st, &err);
+		return st == SBX_E_CONFIG || st == SBX_E_IO ? CLI_FAIL : cli_exit_for(st);
+	}
 	size_t n = sbx_data_source_count(h);
 	int bad = 0;
 	for (size_t i = 0; i <= n; i++) {
@@ -117,14 +125,16 @@ int cmd_config(const cli_globals *g, int argc, char **argv)
 		const char *name = NULL, *alias = NULL;
 		if (sbx_data_source_get(h, idx, &name, &alias, NULL) != SBX_OK)
 			continue;
-		sbx_error err = {0};
-		int st = sbx_data_source_check(h, idx, &err);
-		printf("%-20s %s%s%s\n", name, alias ? alias : "(no sandbox)",
-		       st == SBX_OK ? "" : "  error: ", st == SBX_OK ? "" : err.message);
-		bad |= st != SBX_OK;
+		memset(&err, 0, sizeof(err));
+		st = sbx_data_source_check(h, idx, &err);
+		printf("%-20s %s\n", name, alias ? alias : "(no sandbox)");
+		if (st != SBX_OK) {
+			cli_fail("config", st, &err);
+			bad = 1;
+		}
 	}
 	sbx_host_free(h);
-	return bad ? CLI_USAGE : CLI_OK;
+	return bad ? CLI_FAIL : CLI_OK;
 }
 
 static const char create_usage[] =
@@ -239,12 +249,21 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 
 static const char exec_usage[] =
     "usage: sbx exec [--json] [--timeout SECONDS] [--cwd DIR] [--env K=V]... [--user U]\n"
-    "                [--stdin-file FILE | -i] [--display] ID -- ARGV...\n"
+    "                [--stdin-file FILE | -i] [--full] ID -- ARGV...\n"
     "       sbx exec [OPTIONS] ID -c 'SHELL COMMAND'\n"
     "Runs a command (argv, or a shell string through bash -c / sh -c) in sandbox ID.\n"
-    "Without --json the command's full stored output is written to stdout/stderr (with\n"
-    "--display, the truncated display copy). Exit status: the command's, 124 when it timed\n"
-    "out, 128+N when killed by signal N, 125 when sbx or the backend failed, 2 on usage.\n";
+    "  --timeout SECONDS  fractions allowed, 0 for none; default: the data source's timeout\n"
+    "  --cwd DIR, --env K=V, --user U   where, with what, and as whom it runs\n"
+    "  --stdin-file FILE, -i            stdin from FILE or from this stdin (else /dev/null)\n"
+    "  --json   print the whole result as one JSON object (exit_code, signal, timed_out,\n"
+    "           duration, stdout, stderr, original_*_length, truncated, output_dir,\n"
+    "           stdout_file, stderr_file, *_bytes, *_dropped); bytes that are not UTF-8\n"
+    "           become U+FFFD in the JSON strings (the files keep the exact bytes)\n"
+    "  --full   write the full stored output instead of the display copy\n"
+    "Without --json the display copies (head and tail past output_char_threshold) are\n"
+    "written raw to stdout and stderr. Exit status: the command's, 124 when it timed out,\n"
+    "128+N when killed by signal N, 125 when sbx or the backend failed (message on stderr),\n"
+    "2 on usage errors and malformed ids or unknown aliases.\n";
 
 static char *read_all(FILE *f, size_t *len)
 {
@@ -290,13 +309,13 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	    {"json", no_argument, NULL, 'j'},       {"timeout", required_argument, NULL, 't'},
 	    {"cwd", required_argument, NULL, 'w'},  {"env", required_argument, NULL, 'e'},
 	    {"user", required_argument, NULL, 'u'}, {"stdin-file", required_argument, NULL, 'f'},
-	    {"display", no_argument, NULL, 'D'},    {NULL, 0, NULL, 0},
+	    {"full", no_argument, NULL, 'F'},       {NULL, 0, NULL, 0},
 	};
 	sbx_exec_opts o = {0};
 	SBX_INIT_HEADER(o);
 	o.timeout = -1;
 	sbx_kv env[128];
-	int json = 0, display = 0, stdin_tty = 0, c;
+	int json = 0, full = 0, stdin_tty = 0, c;
 	const char *stdin_file = NULL;
 	optind = 1;
 	opterr = 0;
@@ -305,8 +324,8 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 		case 'j':
 			json = 1;
 			break;
-		case 'D':
-			display = 1;
+		case 'F':
+			full = 1;
 			break;
 		case 't':
 			o.timeout = cli_parse_seconds(optarg);
@@ -365,7 +384,8 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	if (stdin_file || stdin_tty) {
 		FILE *f = stdin_file ? fopen(stdin_file, "rb") : stdin;
 		if (!f) {
-			fprintf(stderr, "sbx: exec: cannot open --stdin-file %s\n", stdin_file);
+			fprintf(stderr, "sbx: exec: cannot open --stdin-file %s: %s\n", stdin_file,
+				strerror(errno));
 			return CLI_USAGE;
 		}
 		stdin_buf = read_all(f, &o.stdin_len);
@@ -394,15 +414,18 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 			json_t *j = cli_exec_result_json(r);
 			cli_print_json(j);
 			json_decref(j);
-		} else if (display || !r->stdout_file) {
-			fwrite(r->stdout_text, 1, r->stdout_text_len, stdout);
-			fwrite(r->stderr_text, 1, r->stderr_text_len, stderr);
-		} else {
+		} else if (full && r->stdout_file && r->stderr_file) {
 			copy_file_to(r->stdout_file, stdout);
 			copy_file_to(r->stderr_file, stderr);
+		} else {
+			fwrite(r->stdout_text, 1, r->stdout_text_len, stdout);
+			fwrite(r->stderr_text, 1, r->stderr_text_len, stderr);
 		}
+		fflush(stdout);
 		if (r->timed_out) {
-			fprintf(stderr, "sbx: exec: command timed out after %.3g s\n", o.timeout);
+			if (!json)
+				fprintf(stderr, "sbx: exec: command timed out after %.3f s\n",
+					r->duration);
 			rc = CLI_TIMEOUT;
 		} else if (r->signal) {
 			rc = 128 + r->signal;
@@ -452,10 +475,21 @@ int cmd_lifecycle(const cli_globals *g, int argc, char **argv)
 	if (wants_help(argc, argv, lifecycle_usage))
 		return CLI_OK;
 	const char *cmd = argv[0];
-	int json = argc == 3 && strcmp(argv[1], "--json") == 0 && strcmp(cmd, "status") == 0;
-	if (argc != 2 + json)
+	const char *id = NULL;
+	int json = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0 && strcmp(cmd, "status") == 0)
+			json = 1;
+		else if (argv[i][0] == '-' && argv[i][1])
+			return cli_usage_error(lifecycle_usage, cmd, "unknown option '%s'",
+					       argv[i]);
+		else if (id)
+			return cli_usage_error(lifecycle_usage, cmd, "expected one sandbox ID");
+		else
+			id = argv[i];
+	}
+	if (!id)
 		return cli_usage_error(lifecycle_usage, cmd, "expected one sandbox ID");
-	const char *id = argv[1 + json];
 	sbx_host *h = NULL;
 	int rc = cli_open_host(g, &h);
 	if (rc != CLI_OK)

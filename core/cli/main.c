@@ -136,7 +136,7 @@ json_t *cli_json_bytes(const char *data, size_t len)
 
 void cli_print_json(json_t *v)
 {
-	char *s = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII);
+	char *s = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9));
 	if (s) {
 		fputs(s, stdout);
 		fputc('\n', stdout);
@@ -146,7 +146,7 @@ void cli_print_json(json_t *v)
 
 static json_t *opt_string(const char *s)
 {
-	return s ? json_string(s) : json_null();
+	return s ? cli_json_bytes(s, strlen(s)) : json_null();
 }
 
 json_t *cli_exec_result_json(const sbx_exec_result *r)
@@ -173,6 +173,33 @@ json_t *cli_exec_result_json(const sbx_exec_result *r)
 	return o;
 }
 
+/* Takes --registry FILE, --config FILE (or --registry=FILE, --config=FILE) at argv[*i] into
+ * g, advancing *i past a separate value. Returns 1 when taken, 0 when argv[*i] is another
+ * argument, -1 when the FILE is missing. */
+static int take_file_option(char **argv, int argc, int *i, cli_globals *g)
+{
+	static const char *const names[] = {"--registry", "--config"};
+	const char **slots[] = {&g->registry, &g->config};
+	for (size_t k = 0; k < 2; k++) {
+		size_t n = strlen(names[k]);
+		if (strncmp(argv[*i], names[k], n) != 0)
+			continue;
+		if (argv[*i][n] == '=') {
+			if (!argv[*i][n + 1])
+				return -1;
+			*slots[k] = argv[*i] + n + 1;
+			return 1;
+		}
+		if (argv[*i][n] != '\0')
+			continue;
+		if (*i + 1 >= argc)
+			return -1;
+		*slots[k] = argv[++*i];
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	cli_globals g = {.registry = NULL, .config = getenv("SBX_CONFIG")};
@@ -188,14 +215,11 @@ int main(int argc, char **argv)
 			       SBX_ABI_MINOR);
 			return CLI_OK;
 		}
-		const char **slot = strcmp(a, "--registry") == 0 ? &g.registry
-				    : strcmp(a, "--config") == 0 ? &g.config
-								 : NULL;
-		if (!slot)
-			return cli_usage_error(usage_text, "sbx", "unknown option '%s'", a);
-		if (i + 1 >= argc)
+		int r = take_file_option(argv, argc, &i, &g);
+		if (r < 0)
 			return cli_usage_error(usage_text, "sbx", "%s needs a FILE argument", a);
-		*slot = argv[++i];
+		if (r == 0)
+			return cli_usage_error(usage_text, "sbx", "unknown option '%s'", a);
 	}
 	if (i >= argc)
 		return cli_usage_error(usage_text, "sbx", "no command given");
@@ -212,16 +236,11 @@ int main(int argc, char **argv)
 				sub_argv[w++] = sub_argv[r++];
 			break;
 		}
-		const char **slot = strcmp(a, "--registry") == 0 ? &g.registry
-				    : strcmp(a, "--config") == 0 ? &g.config
-								 : NULL;
-		if (slot && strcmp(cmd, "rollout") != 0) {
-			if (r + 1 >= sub_argc)
-				return cli_usage_error(usage_text, cmd, "%s needs a FILE argument",
-						       a);
-			*slot = sub_argv[++r];
+		int took = take_file_option(sub_argv, sub_argc, &r, &g);
+		if (took < 0)
+			return cli_usage_error(usage_text, cmd, "%s needs a FILE argument", a);
+		if (took > 0)
 			continue;
-		}
 		sub_argv[w++] = sub_argv[r];
 	}
 	sub_argc = w;

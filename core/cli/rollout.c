@@ -1,6 +1,7 @@
 /* sbx rollout: a JSONL file of tasks, one sandbox per task (create -> files -> commands ->
  * delete, the delete on every path), run by a pool of worker threads; one JSONL result per
  * task, infrastructure errors kept apart from command failures. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,12 +14,28 @@
 
 static const char rollout_usage[] =
     "usage: sbx rollout [--config FILE] [--output RESULTS.jsonl] [--concurrency N] TASKS.jsonl\n"
-    "Each line of TASKS is an object: id, optional data_source (name or index), optional\n"
-    "image (or metadata.docker_image), commands (shell strings, or objects with cmd or argv\n"
-    "and optional timeout, cwd, env), optional files ({path: content}) written first and an\n"
-    "optional timeout for every command. Results go to --output (default stdout), one line\n"
-    "per task; a summary goes to stderr. Exit status 0 when no task met an infrastructure\n"
-    "error, 1 otherwise, 2 for bad input.\n";
+    "Runs each task of TASKS (JSONL, '-' for stdin) in its own sandbox: create, write its\n"
+    "files, run its commands in order (all of them, whatever their exit codes), delete the\n"
+    "sandbox, on every path. A task line is an object with:\n"
+    "  id           string or integer, unique in the file (required)\n"
+    "  commands     list of shell strings, or objects {cmd | argv, timeout, cwd, env}\n"
+    "  data_source  name or index of a configured data source (default: the data_source block)\n"
+    "  image        image for the sandbox (also read from metadata.docker_image)\n"
+    "  files        {path: content} written before the first command\n"
+    "  timeout      seconds for each command (default: the data source's timeout)\n"
+    "The whole file is checked before anything runs; errors name FILE:LINE.\n"
+    "  --output FILE     results, one JSON line per task as it finishes (default stdout):\n"
+    "                    id, data_source, sandbox_id, ok, infra_error {stage, status,\n"
+    "                    message} (null unless sbx or the backend failed), commands (each\n"
+    "                    with the fields of 'sbx exec --json' and its command; the per-call\n"
+    "                    files go with the sandbox, so their paths are null), timings {queued,\n"
+    "                    create, total} in seconds\n"
+    "  --concurrency N   worker threads (default 8). Each data source's max_concurrency\n"
+    "                    still holds: a create past it waits for another task's delete.\n"
+    "Progress goes to stderr when it is a terminal, then a summary line. An interrupt\n"
+    "(SIGINT/SIGTERM) starts no new task or command and deletes the running tasks'\n"
+    "sandboxes; a second one aborts. Exit status 0 when no task met an infrastructure\n"
+    "error, 1 otherwise, 130 when interrupted, 2 for bad input.\n";
 
 typedef struct task {
 	json_t *spec;
@@ -30,16 +47,65 @@ typedef struct rollout {
 	task *tasks;
 	size_t n, next, done, ok, failed, infra;
 	pthread_mutex_t lock;
+	pthread_cond_t freed; /* signalled when a worker stops holding a sandbox slot */
+	size_t holding;       /* workers between their create attempt and their delete */
+	uint64_t generation;  /* bumped with every signal of `freed` */
 	FILE *out;
 	int progress;
 	double started;
 } rollout;
+
+/* Set by the first SIGINT/SIGTERM: workers start no new task and run no further command, but
+ * still delete their sandboxes. The handler resets itself, so a second signal kills at once
+ * (the ledger then lets `sbx gc` reap what was left). */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	static const char msg[] = "\nrollout: interrupted: finishing the running commands and "
+				  "deleting their sandboxes (interrupt again to abort)\n";
+	(void)sig;
+	interrupted = 1;
+	ssize_t w = write(2, msg, sizeof(msg) - 1); /* async-signal-safe */
+	(void)w;
+}
 
 static double now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* What is wrong with one entry of 'commands', or NULL. */
+static const char *command_problem(json_t *v)
+{
+	if (json_is_string(v))
+		return NULL;
+	if (!json_is_object(v))
+		return "each command must be a string or an object with 'cmd' or 'argv'";
+	json_t *cmd = json_object_get(v, "cmd"), *argv = json_object_get(v, "argv");
+	json_t *timeout = json_object_get(v, "timeout"), *cwd = json_object_get(v, "cwd");
+	json_t *env = json_object_get(v, "env");
+	if (!json_is_string(cmd) == !json_is_array(argv))
+		return "a command object needs exactly one of 'cmd' (a string) or 'argv' (a list)";
+	if (argv && json_array_size(argv) == 0)
+		return "'argv' must not be empty";
+	size_t i;
+	json_t *a;
+	json_array_foreach(argv, i, a) if (!json_is_string(a)) return "'argv' must hold strings";
+	if (timeout && !(json_is_number(timeout) && json_number_value(timeout) >= 0))
+		return "a command's 'timeout' must be a number of seconds >= 0";
+	if (cwd && !json_is_string(cwd))
+		return "a command's 'cwd' must be a string";
+	if (env && !json_is_object(env))
+		return "a command's 'env' must be an object {NAME: value}";
+	const char *k;
+	json_object_foreach(env, k,
+			    a) if (!json_is_string(a)) return "'env' values must be strings";
+	if (env && json_object_size(env) > 64)
+		return "a command's 'env' holds at most 64 variables";
+	return NULL;
 }
 
 /* Checks one task line; on error prints "TASKS:LINE: message" and returns nonzero. */
@@ -67,8 +133,11 @@ static int validate(json_t *t, const char *file, size_t line)
 		why = "'image' must be a string";
 	else if (meta && !json_is_object(meta))
 		why = "'metadata' must be an object";
-	else if (timeout && !json_is_number(timeout))
-		why = "'timeout' must be a number of seconds";
+	else if (timeout && !(json_is_number(timeout) && json_number_value(timeout) >= 0))
+		why = "'timeout' must be a number of seconds >= 0";
+	else if (meta && json_object_get(meta, "docker_image") &&
+		 !json_is_string(json_object_get(meta, "docker_image")))
+		why = "'metadata.docker_image' must be a string";
 	const char *key;
 	json_t *v;
 	if (!why && files) {
@@ -78,13 +147,9 @@ static int validate(json_t *t, const char *file, size_t line)
 	size_t i;
 	json_array_foreach(why ? NULL : cmds, i, v)
 	{
-		if (json_is_string(v))
-			continue;
-		json_t *cmd = json_object_get(v, "cmd"), *argv = json_object_get(v, "argv");
-		if (!json_is_object(v) || (!json_is_string(cmd) == !json_is_array(argv))) {
-			why = "each command must be a string or an object with 'cmd' or 'argv'";
+		why = command_problem(v);
+		if (why)
 			break;
-		}
 	}
 	if (!why)
 		return 0;
@@ -92,10 +157,74 @@ static int validate(json_t *t, const char *file, size_t line)
 	return 1;
 }
 
+static void release_slot_locked(rollout *ro)
+{
+	ro->holding--;
+	ro->generation++;
+	pthread_cond_broadcast(&ro->freed);
+}
+
+/* Records the id of task `t` in `seen` (id -> line); prints an error and returns nonzero when
+ * an earlier line has the same id, since results are matched to tasks by id. */
+static int seen_before(json_t *seen, json_t *t, const char *file, size_t line)
+{
+	json_t *id = json_object_get(t, "id");
+	/* '#' for integers and '$' for strings keep 7 and "7" distinct. */
+	json_t *key = json_is_integer(id) ? json_sprintf("#%lld", (long long)json_integer_value(id))
+					  : json_sprintf("$%s", json_string_value(id));
+	if (!key) {
+		fprintf(stderr, "sbx: rollout: %s:%zu: out of memory\n", file, line);
+		return 1;
+	}
+	const char *k = json_string_value(key);
+	json_t *prev = json_object_get(seen, k);
+	int bad = prev != NULL;
+	if (bad)
+		fprintf(stderr, "sbx: rollout: %s:%zu: id %s%s%s repeats line %lld\n", file, line,
+			*k == '$' ? "'" : "", k + 1, *k == '$' ? "'" : "",
+			(long long)json_integer_value(prev));
+	else if (json_object_set_new(seen, k, json_integer((json_int_t)line)) != 0)
+		bad = 1;
+	json_decref(key);
+	return bad;
+}
+
+/* {stage, status, message}; the message may quote bytes that are not UTF-8 (a path), so it
+ * goes through cli_json_bytes. Never NULL unless memory runs out. */
 static json_t *infra(const char *stage, int status, const sbx_error *err)
 {
-	return json_pack("{s:s,s:s,s:s}", "stage", stage, "status", sbx_status_name(status),
-			 "message", err->message[0] ? err->message : sbx_status_message(status));
+	const char *msg = err->message[0] ? err->message : sbx_status_message(status);
+	return json_pack("{s:s,s:s,s:o}", "stage", stage, "status", sbx_status_name(status),
+			 "message", cli_json_bytes(msg, strlen(msg)));
+}
+
+/* The host refuses a create past a data source's max_concurrency (SBX_E_LIMIT) instead of
+ * queueing it, so the rollout queues: wait until another worker of this rollout gives its
+ * sandbox back, then retry. When no other worker holds one the limit is not ours to wait out
+ * (another process, or a cap of 0) and the task gets the error. */
+static int create_queued(rollout *ro, const sbx_create_opts *co, char id[SBX_ID_MAX],
+			 double *queued, sbx_error *err)
+{
+	double t0 = now();
+	pthread_mutex_lock(&ro->lock);
+	ro->holding++;
+	for (;;) {
+		uint64_t gen = ro->generation;
+		pthread_mutex_unlock(&ro->lock);
+		memset(err, 0, sizeof(*err));
+		double t1 = now();
+		int st = sbx_create(ro->host, co, id, err);
+		pthread_mutex_lock(&ro->lock);
+		*queued = t1 - t0;
+		if (st != SBX_E_LIMIT || ro->holding <= 1) {
+			if (st != SBX_OK)
+				release_slot_locked(ro);
+			pthread_mutex_unlock(&ro->lock);
+			return st;
+		}
+		while (gen == ro->generation)
+			pthread_cond_wait(&ro->freed, &ro->lock);
+	}
 }
 
 static void run_task(rollout *ro, task *t)
@@ -125,11 +254,15 @@ static void run_task(rollout *ro, task *t)
 	sbx_error err = {0};
 	char id[SBX_ID_MAX] = "";
 	json_t *infra_err = NULL;
-	int st = sbx_create(ro->host, &co, id, &err);
-	double t_create = now() - t0;
+	int had_infra = 0; /* infra_err may be NULL when memory ran out */
+	double t_queued = 0;
+	int st = create_queued(ro, &co, id, &t_queued, &err);
+	double t_create = now() - t0 - t_queued;
 	int all_ok = st == SBX_OK;
-	if (st != SBX_OK)
+	if (st != SBX_OK) {
+		had_infra = 1;
 		infra_err = infra("create", st, &err);
+	}
 	const char *path;
 	json_t *v;
 	json_object_foreach(st == SBX_OK ? json_object_get(spec, "files") : NULL, path, v)
@@ -137,6 +270,7 @@ static void run_task(rollout *ro, task *t)
 		const char *content = json_string_value(v);
 		st = sbx_write_file(ro->host, id, path, content, json_string_length(v), 0, &err);
 		if (st != SBX_OK) {
+			had_infra = 1;
 			infra_err = infra("files", st, &err);
 			all_ok = 0;
 			break;
@@ -146,8 +280,16 @@ static void run_task(rollout *ro, task *t)
 				  ? json_number_value(json_object_get(spec, "timeout"))
 				  : -1;
 	size_t i;
-	json_array_foreach(infra_err ? NULL : json_object_get(spec, "commands"), i, v)
+	json_array_foreach(had_infra ? NULL : json_object_get(spec, "commands"), i, v)
 	{
+		if (interrupted) {
+			snprintf(err.message, sizeof(err.message),
+				 "rollout: interrupted before command %zu", i + 1);
+			had_infra = 1;
+			infra_err = infra("exec", SBX_E_CANCELLED, &err);
+			all_ok = 0;
+			break;
+		}
 		sbx_exec_opts eo = {0};
 		SBX_INIT_HEADER(eo);
 		eo.timeout = dflt_timeout;
@@ -160,7 +302,15 @@ static void run_task(rollout *ro, task *t)
 			json_t *av = json_object_get(v, "argv");
 			if (av) {
 				argv = calloc(json_array_size(av) + 1, sizeof(*argv));
-				for (size_t k = 0; argv && k < json_array_size(av); k++)
+				if (!argv) {
+					snprintf(err.message, sizeof(err.message),
+						 "rollout: out of memory for an argv");
+					had_infra = 1;
+					infra_err = infra("exec", SBX_E_NOMEM, &err);
+					all_ok = 0;
+					break;
+				}
+				for (size_t k = 0; k < json_array_size(av); k++)
 					argv[k] = json_string_value(json_array_get(av, k));
 				eo.argv = argv;
 			}
@@ -184,6 +334,7 @@ static void run_task(rollout *ro, task *t)
 		st = sbx_exec(ro->host, id, &eo, &r, &err);
 		free(argv);
 		if (st != SBX_OK) {
+			had_infra = 1;
 			infra_err = infra("exec", st, &err);
 			all_ok = 0;
 			break;
@@ -207,27 +358,36 @@ static void run_task(rollout *ro, task *t)
 	if (id[0]) {
 		sbx_error derr = {0};
 		int dst = sbx_destroy(ro->host, id, &derr);
-		if (dst != SBX_OK && !infra_err) {
+		if (dst != SBX_OK && !had_infra) {
+			had_infra = 1;
 			infra_err = infra("delete", dst, &derr);
 			all_ok = 0;
+		} else if (dst != SBX_OK) {
+			/* The result keeps the first error; a sandbox left behind is still said. */
+			fprintf(stderr, "sbx: rollout: delete %s: %s\n", id,
+				derr.message[0] ? derr.message : sbx_status_message(dst));
 		}
+		pthread_mutex_lock(&ro->lock);
+		release_slot_locked(ro);
+		pthread_mutex_unlock(&ro->lock);
 	}
 	json_object_set_new(res, "sandbox_id", id[0] ? json_string(id) : json_null());
-	json_object_set_new(res, "ok", json_boolean(all_ok && !infra_err));
+	json_object_set_new(res, "ok", json_boolean(all_ok && !had_infra));
 	json_object_set_new(res, "infra_error", infra_err ? infra_err : json_null());
 	json_object_set_new(res, "commands", cmds);
 	json_object_set_new(res, "timings",
-			    json_pack("{s:f,s:f}", "create", t_create, "total", now() - t0));
+			    json_pack("{s:f,s:f,s:f}", "queued", t_queued, "create", t_create,
+				      "total", now() - t0));
 	t->result = res;
 	pthread_mutex_lock(&ro->lock);
 	ro->done++;
-	if (infra_err)
+	if (had_infra)
 		ro->infra++;
 	else if (all_ok)
 		ro->ok++;
 	else
 		ro->failed++;
-	char *line = json_dumps(res, JSON_COMPACT | JSON_ENSURE_ASCII);
+	char *line = json_dumps(res, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9));
 	if (line) {
 		fprintf(ro->out, "%s\n", line);
 		fflush(ro->out);
@@ -246,7 +406,7 @@ static void *worker(void *arg)
 	rollout *ro = arg;
 	for (;;) {
 		pthread_mutex_lock(&ro->lock);
-		size_t i = ro->next < ro->n ? ro->next++ : ro->n;
+		size_t i = ro->next < ro->n && !interrupted ? ro->next++ : ro->n;
 		pthread_mutex_unlock(&ro->lock);
 		if (i >= ro->n)
 			return NULL;
@@ -288,16 +448,24 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		return cli_usage_error(rollout_usage, "rollout", "missing TASKS.jsonl");
 	FILE *in = strcmp(tasks_path, "-") == 0 ? stdin : fopen(tasks_path, "r");
 	if (!in) {
-		fprintf(stderr, "sbx: rollout: cannot open %s\n", tasks_path);
+		fprintf(stderr, "sbx: rollout: cannot open %s: %s\n", tasks_path, strerror(errno));
 		return CLI_USAGE;
 	}
 	rollout ro = {0};
 	pthread_mutex_init(&ro.lock, NULL);
+	pthread_cond_init(&ro.freed, NULL);
 	size_t cap = 0, lineno = 0;
 	char *line = NULL;
 	size_t lcap = 0;
 	int bad = 0;
 	ssize_t got;
+	json_t *seen = json_object();
+	if (!seen) {
+		fprintf(stderr, "sbx: rollout: out of memory\n");
+		if (in != stdin)
+			fclose(in);
+		return CLI_INFRA;
+	}
 	while ((got = getline(&line, &lcap, in)) >= 0) {
 		lineno++;
 		size_t k = 0;
@@ -313,7 +481,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 			bad = 1;
 			continue;
 		}
-		if (validate(t, tasks_path, lineno)) {
+		if (validate(t, tasks_path, lineno) || seen_before(seen, t, tasks_path, lineno)) {
 			json_decref(t);
 			bad = 1;
 			continue;
@@ -333,6 +501,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		ro.n++;
 	}
 	free(line);
+	json_decref(seen);
 	if (in != stdin)
 		fclose(in);
 	int rc = CLI_OK;
@@ -345,11 +514,18 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		goto out;
 	ro.out = output ? fopen(output, "w") : stdout;
 	if (!ro.out) {
-		fprintf(stderr, "sbx: rollout: cannot write %s\n", output);
+		fprintf(stderr, "sbx: rollout: cannot write %s: %s\n", output, strerror(errno));
 		rc = CLI_USAGE;
 		goto out;
 	}
 	ro.progress = isatty(2);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = (int)SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	ro.started = now();
 	size_t nthreads = (size_t)conc < ro.n ? (size_t)conc : ro.n;
 	pthread_t *th = calloc(nthreads ? nthreads : 1, sizeof(*th));
@@ -372,11 +548,17 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	if (output)
 		fclose(ro.out);
 	rc = ro.infra ? CLI_FAIL : CLI_OK;
+	if (interrupted) {
+		fprintf(stderr, "rollout: interrupted: %zu of %zu tasks not started\n",
+			ro.n - ro.next, ro.n);
+		rc = 128 + SIGINT;
+	}
 out:
 	for (size_t i = 0; i < ro.n; i++)
 		json_decref(ro.tasks[i].spec);
 	free(ro.tasks);
 	sbx_host_free(ro.host);
+	pthread_cond_destroy(&ro.freed);
 	pthread_mutex_destroy(&ro.lock);
 	return rc;
 }

@@ -1,142 +1,245 @@
+"""The `sbx` command: usage errors, help, exit codes, JSON shapes (fixture plugins, and
+`local` when it is built)."""
 import json
 import os
 import subprocess
-import tempfile
 import unittest
 
-SBX = os.environ["SBX_BIN"]
-FIXTURES = os.environ["SBX_FIXTURE_REGISTRY"]
-TMP = os.environ.get("CLI_TMP", tempfile.gettempdir())
+from clitest import BUILD_REGISTRY, SBX, local_available, local_config, ok_config, run, write
 
-
-def run(*args, registry=FIXTURES, config=None, stdin=None, env_extra=None):
-    env = dict(os.environ)
-    env["SBX_STATE_DIR"] = os.path.join(TMP, "state")
-    env.pop("SBX_REGISTRY", None)
-    env.pop("SBX_CONFIG", None)
-    if env_extra:
-        env.update(env_extra)
-    cmd = [SBX]
-    if registry:
-        cmd += ["--registry", registry]
-    if config:
-        cmd += ["--config", config]
-    p = subprocess.run(cmd + list(args), input=stdin, capture_output=True, env=env,
-                       timeout=120)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def write(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-OK_CONFIG = None
-
-
-def setUpModule():
-    global OK_CONFIG
-    os.makedirs(TMP, exist_ok=True)
-    OK_CONFIG = write("ok.yaml", "data_source:\n  sandbox:\n    type: ok\n")
+SUBCOMMANDS = ["plugins", "config", "create", "exec", "rm", "pause", "resume", "status",
+               "file", "ls", "gc", "rollout"]
+EXEC_KEYS = {"exit_code", "signal", "timed_out", "duration", "stdout", "stderr", "truncated",
+             "original_stdout_length", "original_stderr_length", "output_dir", "stdout_file",
+             "stderr_file", "stdout_bytes", "stderr_bytes", "stdout_dropped", "stderr_dropped"}
 
 
 class Usage(unittest.TestCase):
     def test_no_command_is_a_usage_error(self):
         rc, out, err = run()
-        self.assertEqual(rc, 2)
-        self.assertIn("sbx: sbx: no command given", err)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertTrue(err.startswith("sbx: sbx: no command given\nusage: sbx "), err)
 
     def test_unknown_command(self):
         rc, _, err = run("frobnicate")
         self.assertEqual(rc, 2)
-        self.assertIn("unknown command 'frobnicate'", err)
+        self.assertIn("sbx: sbx: unknown command 'frobnicate'\nusage: sbx ", err)
 
     def test_every_subcommand_has_help(self):
-        for sub in ["plugins", "config", "create", "exec", "rm", "pause", "resume", "status",
-                    "file", "ls", "gc", "rollout"]:
-            rc, out, err = run(sub, "--help")
-            self.assertEqual((rc, err), (0, ""), sub)
-            self.assertTrue(out.startswith("usage: sbx "), (sub, out))
+        for sub in SUBCOMMANDS:
+            for flag in ["--help", "-h"]:
+                rc, out, err = run(sub, flag)
+                self.assertEqual((rc, err), (0, ""), sub)
+                self.assertTrue(out.startswith("usage: sbx "), (sub, out))
+
+    def test_top_level_help_lists_every_subcommand(self):
+        rc, out, _ = run("--help")
+        self.assertEqual(rc, 0)
+        for sub in SUBCOMMANDS:
+            self.assertIn("\n  " + sub, out.replace("pause, resume, status", "pause\n  resume\n  status"))
+
+    def test_version(self):
+        rc, out, _ = run("--version")
+        self.assertEqual(rc, 0)
+        self.assertRegex(out, r"^sbx \d+\.\d+\.\d+ \(plugin ABI \d+\.\d+\)\n$")
 
     def test_registry_option_needs_a_value(self):
-        rc, _, err = run("plugins", registry=None, env_extra=None) if False else (None, None, None)
         p = subprocess.run([SBX, "--registry"], capture_output=True)
         self.assertEqual(p.returncode, 2)
-        self.assertIn(b"--registry needs a FILE argument", p.stderr)
+        self.assertIn(b"sbx: sbx: --registry needs a FILE argument\nusage: sbx ", p.stderr)
+
+    def test_unknown_global_option(self):
+        rc, _, err = run("--colour", "plugins")
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: sbx: unknown option '--colour'", err)
 
     def test_exec_without_command(self):
-        rc, _, err = run("exec", "ok:ok-1", config=OK_CONFIG)
+        rc, _, err = run("exec", "ok:ok-1", config=ok_config())
         self.assertEqual(rc, 2)
-        self.assertIn("missing command: use -- ARGV... or -c 'SHELL'", err)
+        self.assertIn("sbx: exec: missing command: use -- ARGV... or -c 'SHELL'\nusage: sbx exec",
+                      err)
+
+    def test_exec_without_id(self):
+        rc, _, err = run("exec")
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: exec: missing sandbox ID\nusage: sbx exec", err)
+
+    def test_exec_shell_and_argv_together(self):
+        rc, _, err = run("exec", "ok:ok-1", "-c", "x", "--", "echo")
+        self.assertEqual(rc, 2)
+        self.assertIn("give either -c 'SHELL' or -- ARGV, not both", err)
+
+    def test_exec_unknown_option(self):
+        rc, _, err = run("exec", "--frob", "ok:ok-1", "-c", "x")
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: exec: unknown option '--frob'\nusage: sbx exec", err)
 
     def test_bad_timeout(self):
         rc, _, err = run("exec", "--timeout", "soon", "ok:ok-1", "-c", "x")
         self.assertEqual(rc, 2)
         self.assertIn("--timeout wants seconds >= 0, got 'soon'", err)
 
+    def test_bad_env(self):
+        rc, _, err = run("exec", "--env", "NOEQUALS", "ok:ok-1", "-c", "x")
+        self.assertEqual(rc, 2)
+        self.assertIn("--env wants KEY=VALUE, got 'NOEQUALS'", err)
+
+    def test_create_bad_label_and_ttl(self):
+        rc, _, err = run("create", "--label", "=v")
+        self.assertEqual(rc, 2)
+        self.assertIn("--label wants KEY=VALUE (at most 64), got '=v'", err)
+        rc, _, err = run("create", "--ttl", "1.5")
+        self.assertEqual(rc, 2)
+        self.assertIn("--ttl wants whole seconds, got '1.5'", err)
+
+    def test_rm_without_id(self):
+        rc, _, err = run("rm")
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: rm: missing sandbox ID\nusage: sbx rm", err)
+
+    def test_status_needs_one_id(self):
+        for args in ([], ["a:1", "b:2"]):
+            rc, _, err = run("status", *args)
+            self.assertEqual(rc, 2)
+            self.assertIn("sbx: status: expected one sandbox ID\nusage: sbx pause", err)
+        rc, _, err = run("pause", "--json", "a:1")
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: pause: unknown option '--json'", err)
+
+    def test_config_needs_check_file(self):
+        rc, _, err = run("config", "lint")
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: config: expected 'config check FILE'", err)
+
 
 class Exec(unittest.TestCase):
     def setUp(self):
-        rc, out, err = run("create", config=OK_CONFIG)
+        self.cfg = ok_config()
+        rc, out, err = run("create", config=self.cfg)
         self.assertEqual(rc, 0, err)
         self.id = out.strip()
 
     def tearDown(self):
-        run("rm", self.id, config=OK_CONFIG)
+        run("rm", self.id, config=self.cfg)
 
     def test_create_prints_an_alias_prefixed_id(self):
         self.assertRegex(self.id, r"^ok:ok-\d+$")
 
+    def test_create_json(self):
+        rc, out, err = run("create", "--json", "--label", "k=v", config=self.cfg)
+        self.assertEqual(rc, 0, err)
+        obj = json.loads(out)
+        self.assertEqual(list(obj), ["id"])
+        self.assertRegex(obj["id"], r"^ok:ok-\d+$")
+        self.assertEqual(run("rm", obj["id"], config=self.cfg)[0], 0)
+
     def test_exit_codes(self):
-        self.assertEqual(run("exec", self.id, "-c", "exit 3", config=OK_CONFIG)[0], 3)
-        self.assertEqual(run("exec", self.id, "-c", "exit 0", config=OK_CONFIG)[0], 0)
-        rc, out, err = run("exec", self.id, "-c", "timeout", config=OK_CONFIG)
+        self.assertEqual(run("exec", self.id, "-c", "exit 3", config=self.cfg)[0], 3)
+        self.assertEqual(run("exec", self.id, "-c", "exit 0", config=self.cfg)[0], 0)
+        rc, out, err = run("exec", self.id, "-c", "timeout", config=self.cfg)
         self.assertEqual((rc, out), (124, "partial\n"))
-        self.assertIn("timed out", err)
-        self.assertEqual(run("exec", self.id, "-c", "kill", config=OK_CONFIG)[0], 128 + 9)
+        self.assertRegex(err, r"^sbx: exec: command timed out after [0-9.]+ s\n$")
+        self.assertEqual(run("exec", self.id, "-c", "kill", config=self.cfg)[0], 128 + 9)
+
+    def test_unknown_sandbox_is_infra_125(self):
+        rc, out, err = run("exec", "ok:nope", "-c", "exit 0", config=self.cfg)
+        self.assertEqual((rc, out, err), (125, "", "sbx: exec: ok: execute: no sandbox 'nope'\n"))
 
     def test_argv_and_output(self):
-        rc, out, err = run("exec", self.id, "--", "echo", "a b", config=OK_CONFIG)
-        self.assertEqual(rc, 0, err)
-        self.assertIn("a b", out)
-        rc, out, err = run("exec", self.id, "-c", "stderr", config=OK_CONFIG)
-        self.assertEqual(err, "err\n")
+        rc, out, err = run("exec", self.id, "--", "echo", "a b", config=self.cfg)
+        self.assertEqual((rc, out, err), (0, "echo a b\n", ""))
+        rc, out, err = run("exec", self.id, "-c", "stderr", config=self.cfg)
+        self.assertEqual((rc, out, err), (0, "", "err\n"))
 
     def test_json_shape(self):
-        rc, out, err = run("exec", "--json", self.id, "-c", "exit 5", config=OK_CONFIG)
+        rc, out, err = run("exec", "--json", self.id, "-c", "exit 5", config=self.cfg)
         self.assertEqual(rc, 5)
         r = json.loads(out)
-        for key in ["exit_code", "signal", "timed_out", "duration", "stdout", "stderr",
-                    "truncated", "original_stdout_length", "original_stderr_length",
-                    "output_dir", "stdout_file", "stderr_file", "stdout_bytes",
-                    "stderr_bytes"]:
-            self.assertIn(key, r)
-        self.assertEqual((r["exit_code"], r["timed_out"], r["truncated"]), (5, False, False))
+        self.assertEqual(set(r), EXEC_KEYS)
+        self.assertEqual((r["exit_code"], r["signal"], r["timed_out"], r["truncated"]),
+                         (5, 0, False, False))
+        self.assertEqual((r["stdout"], r["stderr"], r["stdout_bytes"]), ("", "", 0))
+        self.assertIsInstance(r["duration"], float)
+
+    def test_json_timeout_exits_124(self):
+        rc, out, err = run("exec", "--json", self.id, "-c", "timeout", config=self.cfg)
+        self.assertEqual((rc, err), (124, ""))
+        r = json.loads(out)
+        self.assertEqual((r["timed_out"], r["stdout"], r["stdout_bytes"]), (True, "partial\n", 8))
+
+    def test_json_replaces_invalid_utf8(self):
+        # The fixture echoes the shell string: one invalid byte between valid text.
+        p = subprocess.run([SBX, "--registry", os.environ["SBX_FIXTURE_REGISTRY"], "--config",
+                            self.cfg, "exec", "--json", self.id, "-c", b"\xc3\xa9\xff!"],
+                           capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.isascii())  # non-ASCII is escaped
+        r = json.loads(p.stdout)
+        self.assertEqual((r["stdout"], r["stdout_bytes"]), ("\u00e9\ufffd!\n", 5))
+
+    def test_raw_output_keeps_bytes(self):
+        p = subprocess.run([SBX, "--registry", os.environ["SBX_FIXTURE_REGISTRY"], "--config",
+                            self.cfg, "exec", self.id, "-c", b"\xff\x01"], capture_output=True)
+        self.assertEqual((p.returncode, p.stdout), (0, b"\xff\x01\n"))
 
     def test_stdin(self):
-        rc, out, _ = run("exec", "-i", self.id, "-c", "cat", config=OK_CONFIG, stdin=b"piped\n")
+        rc, out, _ = run("exec", "-i", self.id, "-c", "cat", config=self.cfg, stdin=b"piped\n")
         self.assertEqual((rc, out), (0, "piped\n"))
+        path = write("stdin.txt", "from a file\n")
+        rc, out, _ = run("exec", "--stdin-file", path, self.id, "-c", "cat", config=self.cfg)
+        self.assertEqual((rc, out), (0, "from a file\n"))
+        rc, out, _ = run("exec", self.id, "-c", "cat", config=self.cfg, stdin=b"ignored\n")
+        self.assertEqual((rc, out), (0, ""))
+
+    def test_config_option_after_the_command(self):
+        rc, _, err = run("exec", self.id, "--config=" + self.cfg, "-c", "exit 3", config=None)
+        self.assertEqual(rc, 3, err)
+        rc, _, err = run("exec", "--config", self.cfg, self.id, "-c", "exit 4", config=None)
+        self.assertEqual(rc, 4, err)
+        rc, _, err = run("exec", self.id, "--config", config=None)
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: exec: --config needs a FILE argument", err)
+
+    def test_words_after_dash_c_belong_to_the_command(self):
+        rc, out, err = run("exec", self.id, "--", "echo", "--config", "x", config=self.cfg)
+        self.assertEqual((rc, out), (0, "echo --config x\n"), err)
+
+    def test_config_from_environment(self):
+        rc, out, err = run("exec", self.id, "-c", "greeting", env_extra={"SBX_CONFIG": self.cfg})
+        self.assertEqual(rc, 0, err)
 
     def test_status_and_ls(self):
-        rc, out, _ = run("status", self.id, config=OK_CONFIG)
+        rc, out, _ = run("status", self.id, config=self.cfg)
         self.assertEqual((rc, out), (0, "running\n"))
-        rc, out, _ = run("ls", "--json", config=OK_CONFIG)
+        for args in (["--json", self.id], [self.id, "--json"]):
+            rc, out, _ = run("status", *args, config=self.cfg)
+            self.assertEqual((rc, json.loads(out)), (0, {"id": self.id, "state": "running"}))
+        rc, out, _ = run("ls", "--json", config=self.cfg)
         self.assertEqual(rc, 0)
         rows = [r for r in json.loads(out) if r["id"] == self.id]
         self.assertEqual(len(rows), 1)
         self.assertEqual((rows[0]["state"], rows[0]["owner_pid"]), ("running", 0))
 
+    def test_pause_unsupported_by_fixture_is_infra(self):
+        rc, out, err = run("pause", self.id, config=self.cfg)
+        self.assertEqual((rc, out), (125, ""))
+        self.assertTrue(err.startswith("sbx: pause: "), err)
+
+    def test_file_ops_unsupported_by_fixture_are_infra(self):
+        rc, _, err = run("file", "read", self.id, "x", config=self.cfg)
+        self.assertEqual(rc, 125)
+        self.assertTrue(err.startswith("sbx: file: "), err)
+
 
 class Errors(unittest.TestCase):
     def test_malformed_id_exits_2(self):
-        rc, _, err = run("exec", "nocolon", "-c", "x", config=OK_CONFIG)
-        self.assertEqual(rc, 2)
-        self.assertIn("malformed sandbox id 'nocolon'", err)
+        for sub in (["exec", "nocolon", "-c", "x"], ["rm", "nocolon"], ["status", "nocolon"]):
+            rc, _, err = run(*sub, config=ok_config())
+            self.assertEqual(rc, 2, sub)
+            self.assertIn("malformed sandbox id 'nocolon'", err)
 
     def test_unknown_alias_lists_known_ones(self):
-        rc, _, err = run("exec", "zzz:1", "-c", "x", config=OK_CONFIG)
+        rc, _, err = run("exec", "zzz:1", "-c", "x", config=ok_config())
         self.assertEqual(rc, 2)
         self.assertIn("zzz", err)
         self.assertIn("ok", err)
@@ -151,18 +254,35 @@ class Errors(unittest.TestCase):
         rc, out, _ = run("plugins", "--json")
         self.assertEqual(rc, 0)
         rows = {r["alias"]: r for r in json.loads(out)}
-        self.assertEqual(rows["ok"]["state"], "loaded")
-        self.assertEqual(rows["ok"]["abi"], "1.0")
+        self.assertEqual((rows["ok"]["state"], rows["ok"]["abi"], rows["ok"]["reason"]),
+                         ("loaded", "1.0", None))
+        self.assertIn("backend", rows["ok"])
         self.assertEqual(rows["major"]["state"], "faulty")
         self.assertIn("2.0", rows["major"]["reason"])
+        self.assertNotIn("backend", rows["major"])
+
+    def test_plugins_table(self):
+        rc, out, _ = run("plugins")
+        self.assertEqual(rc, 0)
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["ALIAS", "STATE", "ABI", "PATH", "/", "REASON"])
+        ok = [l.split() for l in lines if l.startswith("ok ")][0]
+        self.assertEqual(ok[1:3], ["loaded", "1.0"])
 
     def test_config_check(self):
-        rc, out, _ = run("config", "check", OK_CONFIG)
-        self.assertEqual((rc, out.split()), (0, ["default", "ok"]))
+        rc, out, err = run("config", "check", ok_config())
+        self.assertEqual((rc, out.split(), err), (0, ["default", "ok"], ""))
         bad = write("bad.yaml", "data_source:\n  sandbox:\n    type: ok\n    colour: red\n")
-        rc, out, _ = run("config", "check", bad)
-        self.assertEqual(rc, 2)
-        self.assertIn("unknown key 'colour' for sandbox type 'ok'", out)
+        rc, out, err = run("config", "check", bad)
+        self.assertEqual(rc, 1)
+        self.assertIn("sbx: config: ", err)
+        self.assertIn("unknown key 'colour' for sandbox type 'ok'", err)
+
+    def test_config_check_unparsable_file_exits_1(self):
+        bad = write("bad-top.yaml", "data_sauce:\n  x: 1\n")
+        rc, out, err = run("config", "check", bad)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("data_sauce", err)
 
     def test_build_tree_registry_found_without_options(self):
         rc, out, _ = run("plugins", registry=None)
@@ -171,31 +291,85 @@ class Errors(unittest.TestCase):
         self.assertEqual(aliases, ["custom", "docker", "e2b", "k8s", "local"])
 
 
-class Rollout(unittest.TestCase):
-    def test_results_keep_infra_apart_from_command_failures(self):
-        tasks = write("tasks.jsonl", "\n".join([
-            json.dumps({"id": "a", "commands": ["exit 0", "greeting"]}),
-            json.dumps({"id": "b", "commands": ["exit 4"]}),
-            json.dumps({"id": "c", "image": "fail", "commands": ["exit 0"]}),
-        ]) + "\n")
-        out_path = os.path.join(TMP, "results.jsonl")
-        rc, _, err = run("rollout", "--config", OK_CONFIG, "--output", out_path, tasks)
-        self.assertEqual(rc, 1)  # one infrastructure error
-        self.assertIn("rollout: 3 tasks: 1 ok, 1 with failing commands, 1 infrastructure errors", err)
-        with open(out_path) as f:
-            rows = {r["id"]: r for r in map(json.loads, f)}
-        self.assertEqual((rows["a"]["ok"], rows["a"]["infra_error"]), (True, None))
-        self.assertEqual([c["exit_code"] for c in rows["a"]["commands"]], [0, 0])
-        self.assertEqual((rows["b"]["ok"], rows["b"]["commands"][0]["exit_code"]), (False, 4))
-        self.assertEqual(rows["c"]["infra_error"]["stage"], "create")
-        self.assertIsNone(rows["c"]["sandbox_id"])
+@unittest.skipUnless(local_available(), "the local plugin is not built")
+class Local(unittest.TestCase):
+    def setUp(self):
+        self.cfg = local_config()
+        rc, out, err = run("create", registry=BUILD_REGISTRY, config=self.cfg)
+        self.assertEqual(rc, 0, err)
+        self.id = out.strip()
+        self.assertTrue(self.id.startswith("local:"), self.id)
 
-    def test_whole_file_is_validated_first(self):
-        tasks = write("bad.jsonl", '{"id": "x", "commands": ["exit 0"]}\n{"id": "y"}\nnot json\n')
-        rc, out, err = run("rollout", "--config", OK_CONFIG, tasks)
-        self.assertEqual((rc, out), (2, ""))
-        self.assertIn("bad.jsonl:2: 'commands' must be a list", err)
-        self.assertIn("bad.jsonl:3: not valid JSON", err)
+    def tearDown(self):
+        self.assertEqual(run("rm", self.id, registry=BUILD_REGISTRY, config=self.cfg)[0], 0)
+
+    def sbx(self, *args, **kw):
+        return run(*args, registry=BUILD_REGISTRY, config=self.cfg, **kw)
+
+    def test_exit_codes(self):
+        self.assertEqual(self.sbx("exec", self.id, "-c", "exit 0")[0], 0)
+        self.assertEqual(self.sbx("exec", self.id, "-c", "exit 3")[0], 3)
+        rc, out, err = self.sbx("exec", "--timeout", "0.5", self.id, "-c", "echo early; sleep 5")
+        self.assertEqual((rc, out), (124, "early\n"))
+        self.assertIn("sbx: exec: command timed out after ", err)
+        self.assertEqual(self.sbx("exec", self.id, "-c", "kill -TERM $$")[0], 128 + 15)
+
+    def test_argv_cwd_env(self):
+        self.assertEqual(self.sbx("exec", self.id, "--", "mkdir", "sub")[0], 0)
+        rc, out, err = self.sbx("exec", "--cwd", "sub", "--env", "A=b c", self.id, "-c",
+                                'printf "%s|%s" "$A" "$(basename "$PWD")"')
+        self.assertEqual((rc, out, err), (0, "b c|sub", ""))
+
+    def test_json_and_full_output(self):
+        rc, out, _ = self.sbx("exec", "--json", self.id, "-c", "seq 1 5000; echo e >&2")
+        self.assertEqual(rc, 0)
+        r = json.loads(out)
+        self.assertEqual(set(r), EXEC_KEYS)
+        self.assertEqual((r["truncated"], r["stderr"], r["original_stdout_length"]),
+                         (True, "e\n", 23893))
+        self.assertIn("characters omitted", r["stdout"])
+        with open(r["stdout_file"], "rb") as f:
+            self.assertEqual(len(f.read()), 23893)
+        rc, out, _ = self.sbx("exec", "--full", self.id, "-c", "seq 1 5000")
+        self.assertEqual((rc, len(out)), (0, 23893))
+
+    def test_pause_resume_status(self):
+        self.assertEqual(self.sbx("pause", self.id), (0, "", ""))
+        self.assertEqual(self.sbx("status", self.id), (0, "paused\n", ""))
+        self.assertEqual(self.sbx("resume", self.id), (0, "", ""))
+        self.assertEqual(self.sbx("status", self.id), (0, "running\n", ""))
+
+    def test_nul_and_invalid_utf8_in_json(self):
+        rc, out, _ = self.sbx("exec", "--json", self.id, "-c", r"printf 'a\0b\377c'")
+        self.assertEqual(rc, 0)
+        self.assertIn('"stdout":"a\\u0000b\\uFFFDc"', out)
+        r = json.loads(out)
+        self.assertEqual((r["stdout"], r["stdout_bytes"]), ("a\0b\ufffdc", 5))
+        with open(r["stdout_file"], "rb") as f:
+            self.assertEqual(f.read(), b"a\0b\xffc")
+
+    def test_files(self):
+        src = write("payload.txt", "héllo\n")
+        self.assertEqual(self.sbx("file", "write", self.id, "d/p.txt", src)[0], 0)
+        self.assertEqual(self.sbx("file", "read", self.id, "d/p.txt"), (0, "héllo\n", ""))
+        rc, out, _ = self.sbx("file", "stat", "--json", self.id, "d/p.txt")
+        self.assertEqual((rc, json.loads(out)["size"], json.loads(out)["kind"]), (0, 7, "file"))
+        rc, _, err = self.sbx("file", "read", self.id, "../../etc/passwd")
+        self.assertEqual(rc, 125)
+        self.assertTrue(err.startswith("sbx: file: "), err)
+
+    def test_file_dirs(self):
+        self.assertEqual(self.sbx("file", "mkdir", "-p", self.id, "x/y/z"), (0, "", ""))
+        self.assertEqual(self.sbx("file", "write", self.id, "x/s.txt", stdin=b"from stdin")[0], 0)
+        rc, out, _ = self.sbx("file", "ls", "--json", self.id, "x")
+        self.assertEqual(rc, 0)
+        got = sorted((e["name"], e["kind"], e["size"]) for e in json.loads(out))
+        self.assertEqual([g[:2] for g in got], [("s.txt", "file"), ("y", "dir")])
+        self.assertEqual(got[0][2], 10)
+        self.assertEqual(self.sbx("file", "rm", "-r", self.id, "x"), (0, "", ""))
+        rc, _, err = self.sbx("file", "stat", self.id, "x")
+        self.assertEqual(rc, 125)
+        self.assertTrue(err.startswith("sbx: file: "), err)
 
 
 if __name__ == "__main__":

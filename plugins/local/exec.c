@@ -1,0 +1,869 @@
+/* Running one command in a local sandbox.
+ *
+ * The command gets its own session and process group and, where the machine allows, its own
+ * cgroup below the sandbox's. Without a cgroup an intermediate helper process marks itself a
+ * child subreaper, so every orphan of the command is reparented to it, and kills every
+ * descendant when told to. Output is read with poll and pushed to the host as it arrives. When
+ * the command exits, a short grace lets the pipes drain; then whatever is left of its tree is
+ * killed, so a background child holding the output open cannot make the call outlive it.
+ *
+ * Between fork and exec only async-signal-safe calls are made: the host has other threads. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "local.h"
+
+extern char **environ;
+
+#define TAG_ENV "SBX_LOCAL_SANDBOX"
+
+/* What the child reports on the error pipe when it cannot run the command. */
+#define STAGE_SETUP  1
+#define STAGE_CGROUP 2
+#define STAGE_CHDIR  3
+#define STAGE_EXEC   4
+#define STAGE_FORK   5
+
+typedef struct child_report {
+	int stage;
+	int err;
+} child_report;
+
+typedef struct plan {
+	char *const *argv;
+	char *const *envp;
+	const char *cwd;
+	const char *path; /* PATH for the search of argv[0] */
+	int in_fd, out_fd, err_fd;
+	int report_fd;
+	int procs_fd;              /* cgroup.procs to join, -1 for none */
+	int status_fd, control_fd; /* subreaper helper's pipes */
+} plan;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void report(int fd, int stage, int err)
+{
+	child_report r = {stage, err};
+	ssize_t w = write(fd, &r, sizeof(r));
+	(void)w;
+	_exit(127);
+}
+
+static size_t fmt_long(char *buf, long v)
+{
+	char tmp[24];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v > 0 && n < sizeof(tmp));
+	for (size_t i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}
+
+static void reset_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (int s = 1; s < 65; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			sigaction(s, &sa, NULL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* The command itself. Never returns. */
+static void run_command(const plan *p)
+{
+	reset_signals();
+	if (setsid() < 0)
+		report(p->report_fd, STAGE_SETUP, errno);
+	if (p->procs_fd >= 0) {
+		char buf[24];
+		size_t n = fmt_long(buf, (long)getpid());
+		if (write(p->procs_fd, buf, n) != (ssize_t)n)
+			report(p->report_fd, STAGE_CGROUP, errno);
+	}
+	/* Move the ends above 2 first: one of them may itself be 0, 1 or 2. */
+	int in = fcntl(p->in_fd, F_DUPFD_CLOEXEC, 3);
+	int out = fcntl(p->out_fd, F_DUPFD_CLOEXEC, 3);
+	int er = fcntl(p->err_fd, F_DUPFD_CLOEXEC, 3);
+	if (in < 0 || out < 0 || er < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(er, 2) < 0)
+		report(p->report_fd, STAGE_SETUP, errno);
+	if (chdir(p->cwd) != 0)
+		report(p->report_fd, STAGE_CHDIR, errno);
+	const char *file = p->argv[0];
+	if (strchr(file, '/')) {
+		execve(file, p->argv, p->envp);
+		report(p->report_fd, STAGE_EXEC, errno);
+	}
+	int saved = ENOENT;
+	const char *dir = p->path ? p->path : "/usr/local/bin:/usr/bin:/bin";
+	size_t flen = strlen(file);
+	for (;;) {
+		const char *end = strchr(dir, ':');
+		size_t dlen = end ? (size_t)(end - dir) : strlen(dir);
+		char full[4096];
+		if (dlen + flen + 2 <= sizeof(full)) {
+			size_t k = 0;
+			if (dlen == 0)
+				full[k++] = '.';
+			memcpy(full + k, dir, dlen);
+			k += dlen;
+			full[k++] = '/';
+			memcpy(full + k, file, flen + 1);
+			execve(full, p->argv, p->envp);
+			if (errno != ENOENT && errno != ENOTDIR)
+				saved = errno;
+		}
+		if (!end)
+			break;
+		dir = end + 1;
+	}
+	report(p->report_fd, STAGE_EXEC, saved);
+}
+
+/* ---- the subreaper helper: no malloc, no stdio (it never execs) */
+
+#define MAX_PROCS 8192
+
+static long parse_long(const char *s, const char **end)
+{
+	long v = 0;
+	while (*s >= '0' && *s <= '9')
+		v = v * 10 + (*s++ - '0');
+	*end = s;
+	return v;
+}
+
+/* SIGKILLs every descendant of this process found in /proc. Returns how many. */
+static int kill_descendants(void)
+{
+	static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
+	static unsigned char mark[MAX_PROCS];
+	size_t n = 0;
+	int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	char buf[8192];
+	for (;;) {
+		long got = syscall(SYS_getdents64, dfd, buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		for (long off = 0; off < got;) {
+			unsigned short reclen;
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			const char *name = buf + off + 19;
+			off += reclen;
+			if (name[0] < '0' || name[0] > '9' || n >= MAX_PROCS)
+				continue;
+			char path[64] = "/proc/";
+			size_t k = 6, nl = strlen(name);
+			if (nl > 20)
+				continue;
+			memcpy(path + k, name, nl);
+			k += nl;
+			memcpy(path + k, "/stat", 6);
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			char st[512];
+			ssize_t r = read(fd, st, sizeof(st) - 1);
+			close(fd);
+			if (r <= 0)
+				continue;
+			st[r] = '\0';
+			const char *close_paren = NULL;
+			for (ssize_t i = 0; i < r; i++)
+				if (st[i] == ')')
+					close_paren = st + i;
+			if (!close_paren || close_paren + 4 >= st + r)
+				continue;
+			const char *e;
+			pids[n] = (pid_t)parse_long(name, &e);
+			ppids[n] = (pid_t)parse_long(close_paren + 4, &e);
+			mark[n] = 0;
+			n++;
+		}
+	}
+	close(dfd);
+	pid_t self = getpid();
+	int changed = 1, killed = 0;
+	while (changed) {
+		changed = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (mark[i])
+				continue;
+			int hit = ppids[i] == self;
+			for (size_t j = 0; !hit && j < n; j++)
+				hit = mark[j] && pids[j] == ppids[i];
+			if (hit) {
+				mark[i] = 1;
+				changed = 1;
+				kill(pids[i], SIGKILL);
+				killed++;
+			}
+		}
+	}
+	return killed;
+}
+
+static void close_others(int *keep, size_t n_keep)
+{
+	/* Sort the few fds to keep, then close every gap between them. */
+	for (size_t i = 1; i < n_keep; i++)
+		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	unsigned lo = 3;
+	for (size_t i = 0; i <= n_keep; i++) {
+		unsigned hi = i < n_keep ? (unsigned)keep[i] : ~0u;
+		if (i < n_keep && keep[i] < 3)
+			continue;
+		if (hi > lo && syscall(SYS_close_range, lo, hi - 1, 0) != 0) {
+			for (unsigned fd = lo; fd < hi && fd < 65536; fd++)
+				close((int)fd);
+		}
+		if (i < n_keep)
+			lo = (unsigned)keep[i] + 1;
+	}
+}
+
+static void run_helper(const plan *p)
+{
+	int keep[] = {p->in_fd, p->out_fd, p->err_fd, p->report_fd, p->status_fd, p->control_fd};
+	/* Ends of other threads' pipes inherited by fork would stay open in this process, which
+	 * never execs, and delay their EOF. */
+	close_others(keep, sizeof(keep) / sizeof(keep[0]));
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+		report(p->report_fd, STAGE_SETUP, errno);
+	pid_t cmd = fork();
+	if (cmd < 0)
+		report(p->report_fd, STAGE_FORK, errno);
+	if (cmd == 0) {
+		close(p->status_fd);
+		close(p->control_fd);
+		run_command(p);
+	}
+	close(p->report_fd);
+	close(p->in_fd);
+	close(p->out_fd);
+	close(p->err_fd);
+	int reported = 0;
+	for (;;) {
+		struct pollfd pfd = {.fd = p->control_fd, .events = POLLIN};
+		int pr = poll(&pfd, 1, reported ? -1 : 5);
+		int status;
+		pid_t w;
+		while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (w == cmd && !reported) {
+				ssize_t wr = write(p->status_fd, &status, sizeof(status));
+				(void)wr;
+				reported = 1;
+			}
+		}
+		if (pr > 0)
+			break;
+	}
+	kill(-cmd, SIGKILL);
+	for (int round = 0; round < 2000; round++) {
+		int killed = kill_descendants();
+		int status;
+		while (waitpid(-1, &status, WNOHANG) > 0)
+			;
+		if (killed == 0 && waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD)
+			break;
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	_exit(0);
+}
+
+/* ---- parent side */
+
+typedef struct strv {
+	char **v;
+	size_t n, cap;
+} strv;
+
+static int strv_set(strv *s, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+	char *copy = strdup(kv);
+	if (!copy)
+		return -1;
+	for (size_t i = 0; i < s->n; i++) {
+		if (strncmp(s->v[i], kv, klen) == 0 && s->v[i][klen] == '=') {
+			free(s->v[i]);
+			s->v[i] = copy;
+			return 0;
+		}
+	}
+	if (s->n + 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		char **v = realloc(s->v, cap * sizeof(*v));
+		if (!v) {
+			free(copy);
+			return -1;
+		}
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = copy;
+	s->v[s->n] = NULL;
+	return 0;
+}
+
+static int strv_set2(strv *s, const char *k, const char *v)
+{
+	size_t len = strlen(k) + strlen(v) + 2;
+	char *kv = malloc(len);
+	if (!kv)
+		return -1;
+	snprintf(kv, len, "%s=%s", k, v);
+	int rc = strv_set(s, kv);
+	free(kv);
+	return rc;
+}
+
+static void strv_free(strv *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+}
+
+static const char *strv_get(const strv *s, const char *key)
+{
+	size_t klen = strlen(key);
+	for (size_t i = 0; i < s->n; i++)
+		if (strncmp(s->v[i], key, klen) == 0 && s->v[i][klen] == '=')
+			return s->v[i] + klen + 1;
+	return NULL;
+}
+
+/* bash from PATH, else /bin/sh. */
+static const char *find_shell(const char *path, char *buf, size_t cap)
+{
+	const char *dir = path ? path : "/usr/local/bin:/usr/bin:/bin";
+	for (;;) {
+		const char *end = strchr(dir, ':');
+		int dlen = end ? (int)(end - dir) : (int)strlen(dir);
+		int n = snprintf(buf, cap, "%.*s/bash", dlen, dir);
+		if (dlen > 0 && n > 0 && (size_t)n < cap && access(buf, X_OK) == 0)
+			return buf;
+		if (!end)
+			break;
+		dir = end + 1;
+	}
+	return "/bin/sh";
+}
+
+static int build_env(const local_state *st, const char *id, const char *cwd,
+		     const sbx_exec_request *req, strv *env, sbx_error *err)
+{
+	const sbx_host_api *h = sbx__local_host;
+	char **saved = NULL;
+	int rc = sbx__local_meta_env(st, id, &saved, err);
+	if (rc != SBX_OK)
+		return rc;
+	if (st->inherit_env) {
+		for (char **e = environ; e && *e; e++)
+			if (strchr(*e, '=') && strv_set(env, *e) != 0)
+				goto nomem;
+	} else {
+		if (strv_set(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/"
+				  "bin") != 0 ||
+		    strv_set(env, "LANG=C.UTF-8") != 0 || strv_set2(env, "HOME", cwd) != 0)
+			goto nomem;
+	}
+	for (size_t i = 0; saved && saved[i]; i++)
+		if (strv_set(env, saved[i]) != 0)
+			goto nomem;
+	for (uint32_t i = 0; i < req->n_env; i++)
+		if (strv_set2(env, req->env[i].key, req->env[i].value) != 0)
+			goto nomem;
+	if (strv_set2(env, "PWD", cwd) != 0 || strv_set2(env, TAG_ENV, id) != 0)
+		goto nomem;
+	sbx__local_strv_free(saved);
+	return SBX_OK;
+nomem:
+	sbx__local_strv_free(saved);
+	return h->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static int push(const sbx_exec_request *req, uint32_t stream, int *fd, int *out_rc)
+{
+	char buf[65536];
+	ssize_t r = read(*fd, buf, sizeof(buf));
+	if (r > 0) {
+		int rc = req->output ? req->output(req->output_ctx, stream, buf, (size_t)r) : 0;
+		if (rc != 0 && *out_rc == 0)
+			*out_rc = rc;
+		return 1;
+	}
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	close_fd(fd);
+	return 0;
+}
+
+typedef struct run {
+	pid_t child;
+	int pidfd;
+	int out_r, err_r, in_w;
+	int status_r, control_w;
+	int exited;
+	int status;
+	const uint8_t *in_data;
+	size_t in_left;
+} run;
+
+static void feed_stdin(run *r)
+{
+	while (r->in_left > 0) {
+		ssize_t w = send(r->in_w, r->in_data, r->in_left, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			break; /* the command closed its stdin: the rest is not wanted */
+		}
+		r->in_data += w;
+		r->in_left -= (size_t)w;
+	}
+	shutdown(r->in_w, SHUT_WR);
+	close_fd(&r->in_w);
+}
+
+static void check_exit(const local_state *st, run *r)
+{
+	if (r->exited)
+		return;
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+		int status;
+		ssize_t n = read(r->status_r, &status, sizeof(status));
+		if (n == (ssize_t)sizeof(status)) {
+			r->status = status;
+			r->exited = 1;
+		} else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			r->status = SIGKILL; /* the helper died: treat the command as killed */
+			r->exited = 1;
+		}
+		return;
+	}
+	int status;
+	if (waitpid(r->child, &status, WNOHANG) == r->child) {
+		r->status = status;
+		r->exited = 1;
+		r->child = -1;
+	}
+}
+
+/* Reads whatever is left in the pipes once every writer is dead, for at most `ms`. */
+static void drain(const sbx_exec_request *req, run *r, int ms, int *out_rc)
+{
+	int64_t until = now_ms() + ms;
+	while (r->out_r >= 0 || r->err_r >= 0) {
+		struct pollfd p[2] = {{.fd = r->out_r, .events = POLLIN},
+				      {.fd = r->err_r, .events = POLLIN}};
+		int64_t left = until - now_ms();
+		if (left <= 0 || poll(p, 2, (int)left) <= 0)
+			break;
+		if (p[0].revents)
+			push(req, SBX_STREAM_STDOUT, &r->out_r, out_rc);
+		if (p[1].revents)
+			push(req, SBX_STREAM_STDERR, &r->err_r, out_rc);
+	}
+}
+
+static int resolve_cwd(const char *work, const sbx_exec_request *req, char *buf, size_t cap,
+		       sbx_error *err)
+{
+	const sbx_host_api *h = sbx__local_host;
+	int n;
+	if (!req->cwd || !req->cwd[0])
+		n = snprintf(buf, cap, "%s", work);
+	else if (req->cwd[0] == '/')
+		n = snprintf(buf, cap, "%s", req->cwd);
+	else
+		n = snprintf(buf, cap, "%s/%s", work, req->cwd);
+	if (n < 0 || (size_t)n >= cap)
+		return h->set_error(err, SBX_E_INVAL, "local: exec: cwd is too long");
+	struct stat sb;
+	if (stat(buf, &sb) != 0)
+		return h->set_error(err, SBX_E_NO_FILE,
+				    "local: exec: cwd '%.200s' does not exist in the sandbox",
+				    req->cwd);
+	if (!S_ISDIR(sb.st_mode))
+		return h->set_error(err, SBX_E_INVAL,
+				    "local: exec: cwd '%.200s' is not a directory", req->cwd);
+	return SBX_OK;
+}
+
+static void exec_failed(const sbx_exec_request *req, const child_report *rep, sbx_exec_outcome *out)
+{
+	char msg[600];
+	const char *what = req->shell ? "shell" : req->argv[0];
+	int n = snprintf(msg, sizeof(msg), "local: exec: cannot run '%.400s': %s\n", what,
+			 strerror(rep->err));
+	if (n > 0 && req->output)
+		req->output(req->output_ctx, SBX_STREAM_STDERR, msg,
+			    (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+	out->exit_code = rep->err == EACCES || rep->err == ENOEXEC ? 126 : 127;
+	out->signal = 0;
+}
+
+int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
+		       sbx_exec_outcome *out, sbx_error *err)
+{
+	const sbx_host_api *h = sbx__local_host;
+	local_state *st = state;
+	char work[1200], cwd[4200], cg[1400] = "", shell_buf[4200];
+	strv env = {0};
+	char **argv = NULL;
+	run r = {.child = -1,
+		 .pidfd = -1,
+		 .out_r = -1,
+		 .err_r = -1,
+		 .in_w = -1,
+		 .status_r = -1,
+		 .control_w = -1};
+	plan p = {.in_fd = -1,
+		  .out_fd = -1,
+		  .err_fd = -1,
+		  .report_fd = -1,
+		  .procs_fd = -1,
+		  .status_fd = -1,
+		  .control_fd = -1};
+	int report_r = -1, rc = sbx__local_path(st, id, "work", work, sizeof(work), err);
+	if (rc != SBX_OK)
+		return rc;
+	struct stat sb;
+	if (stat(work, &sb) != 0)
+		return h->set_error(err, SBX_E_NOT_FOUND, "local: exec: sandbox %s not found", id);
+	if (sbx__local_cg_frozen(st, id) == 1)
+		return h->set_error(err, SBX_E_PAUSED,
+				    "local: exec: sandbox %s is paused; resume it first", id);
+	if ((!req->shell) == (!req->argv || !req->argv[0]))
+		return h->set_error(err, SBX_E_INVAL,
+				    "local: exec: give exactly one of a shell string and an argv");
+	rc = resolve_cwd(work, req, cwd, sizeof(cwd), err);
+	if (rc != SBX_OK)
+		return rc;
+	rc = build_env(st, id, cwd, req, &env, err);
+	if (rc != SBX_OK)
+		goto out;
+	if (req->shell) {
+		argv = calloc(4, sizeof(*argv));
+		if (!argv)
+			goto nomem;
+		argv[0] = (char *)find_shell(strv_get(&env, "PATH"), shell_buf, sizeof(shell_buf));
+		argv[1] = "-c";
+		argv[2] = (char *)req->shell;
+	}
+	p.argv = argv ? argv : (char *const *)req->argv;
+	p.envp = env.v;
+	p.cwd = cwd;
+	p.path = strv_get(&env, "PATH");
+
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		goto io;
+	r.out_r = fds[0], p.out_fd = fds[1];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		goto io;
+	r.err_r = fds[0], p.err_fd = fds[1];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		goto io;
+	report_r = fds[0], p.report_fd = fds[1];
+	if (req->has_stdin) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+			goto io;
+		r.in_w = fds[0], p.in_fd = fds[1];
+		shutdown(p.in_fd, SHUT_WR);
+		r.in_data = req->stdin_data;
+		r.in_left = req->stdin_data ? req->stdin_len : 0;
+	} else if ((p.in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+		goto io;
+	}
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+		if (pipe2(fds, O_CLOEXEC) != 0)
+			goto io;
+		r.status_r = fds[0], p.status_fd = fds[1];
+		if (pipe2(fds, O_CLOEXEC) != 0)
+			goto io;
+		p.control_fd = fds[0], r.control_w = fds[1];
+	} else {
+		rc = sbx__local_cg_exec_new(st, id, cg, sizeof(cg), err);
+		if (rc != SBX_OK)
+			goto out;
+		char procs[1500];
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+		if ((p.procs_fd = open(procs, O_WRONLY | O_CLOEXEC)) < 0)
+			goto io;
+	}
+
+	int64_t start = now_ms();
+	r.child = fork();
+	if (r.child < 0)
+		goto io;
+	if (r.child == 0) {
+		if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
+			run_helper(&p);
+		run_command(&p);
+	}
+	close_fd(&p.in_fd);
+	close_fd(&p.out_fd);
+	close_fd(&p.err_fd);
+	close_fd(&p.report_fd);
+	close_fd(&p.status_fd);
+	close_fd(&p.control_fd);
+	close_fd(&p.procs_fd);
+
+	child_report rep = {0, 0};
+	ssize_t got;
+	do
+		got = read(report_r, &rep, sizeof(rep));
+	while (got < 0 && errno == EINTR);
+	close_fd(&report_r);
+	if (got == (ssize_t)sizeof(rep)) {
+		if (rep.stage == STAGE_EXEC) {
+			exec_failed(req, &rep, out);
+		} else if (rep.stage == STAGE_CHDIR) {
+			rc =
+			    h->set_error(err, SBX_E_NO_FILE, "local: exec: cannot enter cwd %s: %s",
+					 cwd, strerror(rep.err));
+		} else {
+			rc = h->set_error(
+			    err, SBX_E_IO, "local: exec: cannot start the command (%s): %s",
+			    rep.stage == STAGE_CGROUP ? "joining its cgroup" : "set-up",
+			    strerror(rep.err));
+		}
+		goto finish;
+	}
+
+	if (st->kill_mechanism != LOCAL_KILL_SUBREAPER)
+		r.pidfd = (int)syscall(SYS_pidfd_open, r.child, 0);
+	if (r.in_w >= 0)
+		fcntl(r.in_w, F_SETFL, O_NONBLOCK);
+	if (r.status_r >= 0)
+		fcntl(r.status_r, F_SETFL, O_NONBLOCK);
+	int64_t deadline = req->timeout_ms ? start + (int64_t)req->timeout_ms : INT64_MAX;
+	int64_t drain_until = INT64_MAX;
+	int out_rc = 0;
+	for (;;) {
+		check_exit(st, &r);
+		int64_t t = now_ms();
+		if (r.exited && drain_until == INT64_MAX) {
+			drain_until = t + st->drain_ms;
+			close_fd(&r.in_w);
+		}
+		if (r.exited && ((r.out_r < 0 && r.err_r < 0) || t >= drain_until))
+			break;
+		if (!r.exited && t >= deadline) {
+			out->timed_out = 1;
+			break;
+		}
+		if (out_rc != 0)
+			break;
+		struct pollfd pf[4];
+		int np = 0, io_out = -1, io_err = -1, io_in = -1;
+		if (r.out_r >= 0)
+			pf[io_out = np++] = (struct pollfd){.fd = r.out_r, .events = POLLIN};
+		if (r.err_r >= 0)
+			pf[io_err = np++] = (struct pollfd){.fd = r.err_r, .events = POLLIN};
+		if (r.in_w >= 0)
+			pf[io_in = np++] = (struct pollfd){.fd = r.in_w, .events = POLLOUT};
+		int ev = r.exited ? -1 : r.pidfd >= 0 ? r.pidfd : r.status_r;
+		if (ev >= 0)
+			pf[np++] = (struct pollfd){.fd = ev, .events = POLLIN};
+		int64_t until = r.exited ? drain_until : deadline;
+		int64_t wait = until == INT64_MAX ? -1 : until - t;
+		if (!r.exited && ev < 0 && (wait < 0 || wait > 10))
+			wait = 10; /* no pidfd: look at the child every 10 ms */
+		if (wait > 1000000)
+			wait = 1000000;
+		if (poll(pf, (nfds_t)np, (int)wait) < 0 && errno != EINTR)
+			break;
+		if (io_out >= 0 && pf[io_out].revents)
+			push(req, SBX_STREAM_STDOUT, &r.out_r, &out_rc);
+		if (io_err >= 0 && pf[io_err].revents)
+			push(req, SBX_STREAM_STDERR, &r.err_r, &out_rc);
+		if (io_in >= 0 && pf[io_in].revents) {
+			if (pf[io_in].revents & (POLLERR | POLLHUP))
+				close_fd(&r.in_w);
+			else
+				feed_stdin(&r);
+		}
+	}
+	if (r.in_w >= 0 && r.in_left == 0)
+		close_fd(&r.in_w);
+
+finish:
+	/* Kill what is left of the tree: the command on timeout, its leftovers otherwise. */
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+		close_fd(&r.control_w);
+	} else {
+		if (!r.exited && r.child > 0)
+			kill(-r.child, SIGKILL);
+		if (cg[0])
+			sbx__local_cg_kill(st, cg);
+	}
+	drain(req, &r, 500, &out_rc);
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+		if (!r.exited) {
+			int status;
+			fcntl(r.status_r, F_SETFL, 0);
+			ssize_t n = read(r.status_r, &status, sizeof(status));
+			r.status = n == (ssize_t)sizeof(status) ? status : SIGKILL;
+			r.exited = 1;
+		}
+		waitpid(r.child, NULL, 0);
+	} else if (r.child > 0) {
+		int status;
+		if (waitpid(r.child, &status, 0) == r.child && !r.exited) {
+			r.status = status;
+			r.exited = 1;
+		}
+	}
+	if (rc == SBX_OK && got != (ssize_t)sizeof(rep)) {
+		if (WIFSIGNALED(r.status)) {
+			out->exit_code = -1;
+			out->signal = WTERMSIG(r.status);
+		} else {
+			out->exit_code = WEXITSTATUS(r.status);
+			out->signal = 0;
+		}
+		if (out_rc != 0)
+			rc = h->set_error(err, out_rc,
+					  "local: exec: the host stopped taking output");
+	}
+	goto out;
+io:
+	rc = h->set_error(err, SBX_E_IO, "local: exec: %s", strerror(errno));
+	goto out;
+nomem:
+	rc = h->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
+out:
+	close_fd(&r.pidfd);
+	close_fd(&r.out_r);
+	close_fd(&r.err_r);
+	close_fd(&r.in_w);
+	close_fd(&r.status_r);
+	close_fd(&r.control_w);
+	close_fd(&report_r);
+	close_fd(&p.in_fd);
+	close_fd(&p.out_fd);
+	close_fd(&p.err_fd);
+	close_fd(&p.report_fd);
+	close_fd(&p.status_fd);
+	close_fd(&p.control_fd);
+	close_fd(&p.procs_fd);
+	if (cg[0])
+		sbx__local_cg_remove(cg);
+	free(argv);
+	strv_free(&env);
+	return rc;
+}
+
+/* Reads /proc/<pid>/environ; 1 when it holds `tag`. */
+static int has_tag(const char *pid, const char *tag, char **buf, size_t *cap)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "/proc/%s/environ", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t used = 0;
+	for (;;) {
+		if (used + 1 >= *cap) {
+			size_t nc = *cap ? *cap * 2 : 65536;
+			char *nb = nc <= (1u << 22) ? realloc(*buf, nc) : NULL;
+			if (!nb)
+				break;
+			*buf = nb;
+			*cap = nc;
+		}
+		ssize_t r = read(fd, *buf + used, *cap - 1 - used);
+		if (r <= 0)
+			break;
+		used += (size_t)r;
+	}
+	close(fd);
+	if (!*buf)
+		return 0;
+	(*buf)[used] = '\0';
+	for (size_t i = 0; i < used; i += strlen(*buf + i) + 1)
+		if (strcmp(*buf + i, tag) == 0)
+			return 1;
+	return 0;
+}
+
+void sbx__local_kill_tagged(const char *id)
+{
+	char tag[64];
+	int tn = snprintf(tag, sizeof(tag), TAG_ENV "=%s", id);
+	if (tn < 0 || (size_t)tn >= sizeof(tag))
+		return;
+	char *buf = NULL;
+	size_t cap = 0;
+	for (int round = 0; round < 3; round++) {
+		DIR *d = opendir("/proc");
+		if (!d)
+			break;
+		int found = 0;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (e->d_name[0] < '1' || e->d_name[0] > '9')
+				continue;
+			if (!has_tag(e->d_name, tag, &buf, &cap))
+				continue;
+			char *end;
+			long pid = strtol(e->d_name, &end, 10);
+			if (pid > 1 && pid != getpid()) {
+				kill((pid_t)pid, SIGKILL);
+				found = 1;
+			}
+		}
+		closedir(d);
+		if (!found)
+			break;
+		struct timespec ts = {0, 5000000};
+		nanosleep(&ts, NULL);
+	}
+	free(buf);
+}

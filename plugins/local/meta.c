@@ -1,0 +1,125 @@
+/* The metadata file beside a sandbox's work dir: created time, labels and environment, so
+ * any process can list sandboxes by label and run commands with the create's environment. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "local.h"
+
+int sbx__local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err)
+{
+	const sbx_host_api *h = sbx__local_host;
+	char path[1200], tmp[1210];
+	int rc;
+	int n = snprintf(path, sizeof(path), "%s/meta.json", dir);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return h->set_error(err, SBX_E_INVAL, "local: create: metadata path too long");
+	n = snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return h->set_error(err, SBX_E_INVAL, "local: create: metadata path too long");
+	rc = SBX_E_NOMEM;
+	json_t *root = json_object(), *labels = json_object(), *env = json_object();
+	if (!root || !labels || !env)
+		goto nomem;
+	if (json_object_set_new(root, "created", json_integer((json_int_t)time(NULL))) != 0)
+		goto nomem;
+	if (spec->image && json_object_set_new(root, "image", json_string(spec->image)) != 0)
+		goto nomem;
+	for (uint32_t i = 0; i < spec->n_labels; i++)
+		if (json_object_set_new(labels, spec->labels[i].key,
+					json_string(spec->labels[i].value)) != 0)
+			goto nomem;
+	for (uint32_t i = 0; i < spec->n_env; i++)
+		if (json_object_set_new(env, spec->env[i].key, json_string(spec->env[i].value)) !=
+		    0)
+			goto nomem;
+	if (json_object_set(root, "labels", labels) != 0 || json_object_set(root, "env", env) != 0)
+		goto nomem;
+	if (json_dump_file(root, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0) {
+		rc = h->set_error(err, SBX_E_IO, "local: create: cannot write %s: %s", path,
+				  strerror(errno));
+		goto out;
+	}
+	rc = SBX_OK;
+	goto out;
+nomem:
+	rc = h->set_error(err, SBX_E_NOMEM, "local: create: out of memory");
+out:
+	json_decref(labels);
+	json_decref(env);
+	json_decref(root);
+	return rc;
+}
+
+static json_t *meta_load(const local_state *st, const char *id)
+{
+	char path[1200];
+	if (sbx__local_path(st, id, "meta.json", path, sizeof(path), NULL) != SBX_OK)
+		return NULL;
+	return json_load_file(path, 0, NULL);
+}
+
+void sbx__local_strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+int sbx__local_meta_env(const local_state *st, const char *id, char ***out, sbx_error *err)
+{
+	*out = NULL;
+	json_t *root = meta_load(st, id);
+	if (!root)
+		return SBX_OK; /* a sandbox without metadata has no saved environment */
+	int rc = SBX_OK;
+	json_t *env = json_object_get(root, "env");
+	size_t n = json_is_object(env) ? json_object_size(env) : 0;
+	if (n == 0)
+		goto out;
+	char **v = calloc(n + 1, sizeof(*v));
+	if (!v)
+		goto nomem;
+	size_t i = 0;
+	const char *k;
+	json_t *val;
+	json_object_foreach(env, k, val)
+	{
+		const char *s = json_string_value(val);
+		if (!s || i >= n)
+			continue;
+		size_t len = strlen(k) + strlen(s) + 2;
+		v[i] = malloc(len);
+		if (!v[i]) {
+			sbx__local_strv_free(v);
+			goto nomem;
+		}
+		snprintf(v[i], len, "%s=%s", k, s);
+		i++;
+	}
+	*out = v;
+	goto out;
+nomem:
+	rc = sbx__local_host->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
+out:
+	json_decref(root);
+	return rc;
+}
+
+int sbx__local_meta_has_label(const local_state *st, const char *id, const char *key,
+			      const char *value)
+{
+	json_t *root = meta_load(st, id);
+	if (!root)
+		return 0;
+	const char *v = json_string_value(json_object_get(json_object_get(root, "labels"), key));
+	int yes = v && (!value || strcmp(v, value) == 0);
+	json_decref(root);
+	return yes;
+}

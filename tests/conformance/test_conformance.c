@@ -1,0 +1,555 @@
+/* The exec and file contract, written once for every backend and driven through the public
+ * host API (sbx/host.h).
+ *
+ * Environment:
+ *   SBX_CONFORMANCE_CONFIG  config YAML whose default data source uses the backend under test
+ *                           (required). Its truncation keys must be NexAU's defaults
+ *                           (output_char_threshold 10000, truncate_head_chars 5000,
+ *                           truncate_tail_chars 5000): the truncation cases assume them.
+ *   SBX_CONFORMANCE_IMAGE   image for each create (optional).
+ *   SBX_CONFORMANCE_SKIP    names of cases this backend cannot support, separated by commas
+ *                           or spaces (e.g. "files_escape_refused,signal_death").
+ *   SBX_CONFORMANCE_SLACK   seconds a timed-out call may take beyond its timeout (default 1).
+ *
+ * Cases: echo, exit_codes, signal_death, argv, cwd_env, stdin_read, heredoc_quotes,
+ * bytes_preserved, output_100mb, truncation_exact, timeout_kills_escapees, background_holder,
+ * files_ops, files_escape_refused, destroy_twice, concurrent_execs, pause_resume.
+ *
+ * Every case runs in a fresh sandbox that the fixture creates and destroys. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sbx/host.h>
+
+static sbx_host *host;
+static char id[SBX_ID_MAX];
+static sbx_error err;
+
+static void setup(void)
+{
+	const char *cfg = getenv("SBX_CONFORMANCE_CONFIG");
+	cr_assert(cfg && *cfg, "set SBX_CONFORMANCE_CONFIG to the config of the backend");
+	sbx_host_options o = {.config_path = cfg};
+	SBX_INIT_HEADER(o);
+	cr_assert_eq(sbx_host_new(&o, &host, &err), SBX_OK, "%s", err.message);
+	sbx_create_opts c = {.image = getenv("SBX_CONFORMANCE_IMAGE")};
+	SBX_INIT_HEADER(c);
+	if (c.image && !*c.image)
+		c.image = NULL;
+	cr_assert_eq(sbx_create(host, &c, id, &err), SBX_OK, "%s", err.message);
+}
+
+/* Results still held when an assertion ends a case early, freed by the fixture so a failure
+ * reads as that failure and not also as a leak. */
+static sbx_exec_result *live[16];
+
+static sbx_exec_result *keep(sbx_exec_result *r)
+{
+	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		if (!live[i]) {
+			live[i] = r;
+			break;
+		}
+	return r;
+}
+
+static void release(sbx_exec_result *r)
+{
+	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		if (live[i] == r)
+			live[i] = NULL;
+	sbx_exec_result_free(r);
+}
+
+static void teardown(void)
+{
+	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		sbx_exec_result_free(live[i]);
+	if (id[0])
+		sbx_destroy(host, id, NULL);
+	sbx_host_free(host);
+}
+
+static void skip_unless_supported(const char *name)
+{
+	const char *list = getenv("SBX_CONFORMANCE_SKIP");
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		p += strspn(p, ", ");
+		size_t k = strcspn(p, ", ");
+		if (k == n && strncmp(p, name, n) == 0)
+			cr_skip_test("%s is in SBX_CONFORMANCE_SKIP", name);
+		p += k;
+	}
+}
+
+#define CASE(name)                                                               \
+	static void body_##name(void);                                           \
+	Test(conformance, name, .init = setup, .fini = teardown, .timeout = 120) \
+	{                                                                        \
+		skip_unless_supported(#name);                                    \
+		body_##name();                                                   \
+	}                                                                        \
+	static void body_##name(void)
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double slack(void)
+{
+	const char *s = getenv("SBX_CONFORMANCE_SLACK");
+	return s && *s ? strtod(s, NULL) : 1.0;
+}
+
+/* Runs a shell string with an optional timeout (seconds, 0 none) and stdin. */
+static sbx_exec_result *sh_in(const char *cmd, double timeout, const void *in, size_t in_len)
+{
+	sbx_exec_opts o = {.shell = cmd,
+			   .timeout = timeout,
+			   .has_stdin = in != NULL,
+			   .stdin_data = in,
+			   .stdin_len = in_len};
+	SBX_INIT_HEADER(o);
+	sbx_exec_result *r = NULL;
+	cr_assert_eq(sbx_exec(host, id, &o, &r, &err), SBX_OK, "%s: %s", cmd, err.message);
+	return keep(r);
+}
+
+static sbx_exec_result *sh(const char *cmd)
+{
+	return sh_in(cmd, 0, NULL, 0);
+}
+
+static void expect_out(sbx_exec_result *r, const char *out, int code)
+{
+	cr_assert_eq(r->exit_code, code, "exit %d, stderr: %s", r->exit_code, r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, out);
+	cr_assert_eq(r->stdout_text_len, strlen(out));
+	cr_assert_eq(r->truncated, 0);
+	cr_assert_eq(r->timed_out, 0);
+}
+
+CASE(echo)
+{
+	sbx_exec_result *r = sh("echo hello; echo oops >&2");
+	expect_out(r, "hello\n", 0);
+	cr_assert_str_eq(r->stderr_text, "oops\n");
+	cr_assert_eq(r->stdout_bytes, 6);
+	cr_assert_eq(r->stderr_bytes, 5);
+	cr_assert_eq(r->original_stdout_length, 6);
+	cr_assert_eq(r->signal, 0);
+	cr_assert_not_null(r->stdout_file);
+	release(r);
+}
+
+CASE(exit_codes)
+{
+	static const int codes[] = {0, 1, 255};
+	for (size_t i = 0; i < 3; i++) {
+		char cmd[32];
+		snprintf(cmd, sizeof(cmd), "exit %d", codes[i]);
+		sbx_exec_result *r = sh(cmd);
+		expect_out(r, "", codes[i]);
+		cr_assert_eq(r->signal, 0);
+		release(r);
+	}
+}
+
+CASE(signal_death)
+{
+	sbx_exec_result *r = sh("echo before; kill -KILL $$; echo after");
+	cr_assert_eq(r->exit_code, -1);
+	cr_assert_eq(r->signal, 9);
+	cr_assert_str_eq(r->stdout_text, "before\n");
+	cr_assert_eq(r->timed_out, 0);
+	release(r);
+}
+
+CASE(argv)
+{
+	const char *argv[] = {"sh",  "-c",    "printf '%s|' \"$0\" \"$1\"; exit 7",
+			      "a b", "c'\"d", NULL};
+	sbx_exec_opts o = {.argv = argv};
+	SBX_INIT_HEADER(o);
+	sbx_exec_result *r = NULL;
+	cr_assert_eq(sbx_exec(host, id, &o, &r, &err), SBX_OK, "%s", err.message);
+	keep(r);
+	expect_out(r, "a b|c'\"d|", 7);
+	release(r);
+}
+
+CASE(cwd_env)
+{
+	cr_assert_eq(sbx_mkdir(host, id, "sub/dir", 1, &err), SBX_OK, "%s", err.message);
+	sbx_kv env[] = {{"CONF_A", "with space"}, {"CONF_B", "q'\"$x"}};
+	sbx_exec_opts o = {.shell = "basename \"$PWD\"; basename \"$(pwd)\"; "
+				    "printf '%s|%s\\n' \"$CONF_A\" \"$CONF_B\"",
+			   .cwd = "sub/dir",
+			   .env = env,
+			   .n_env = 2};
+	SBX_INIT_HEADER(o);
+	sbx_exec_result *r = NULL;
+	cr_assert_eq(sbx_exec(host, id, &o, &r, &err), SBX_OK, "%s", err.message);
+	keep(r);
+	expect_out(r, "dir\ndir\nwith space|q'\"$x\n", 0);
+	release(r);
+	o.cwd = "no/such/dir";
+	r = NULL;
+	int rc = sbx_exec(host, id, &o, &r, &err);
+	if (r)
+		keep(r);
+	cr_assert(rc == SBX_E_NO_FILE || rc == SBX_E_INVAL, "missing cwd gave %s: %s",
+		  sbx_status_name(rc), err.message);
+	cr_assert_null(r);
+}
+
+CASE(stdin_read)
+{
+	sbx_exec_result *r = sh_in("read a; read b; echo \"$b-$a\"", 0, "one\ntwo\n", 8);
+	expect_out(r, "two-one\n", 0);
+	release(r);
+	static const char bin[] = "a\0b\xff\xfe\n";
+	r = sh_in("cat", 0, bin, 6);
+	cr_assert_eq(r->exit_code, 0);
+	cr_assert_eq(r->stdout_text_len, 6);
+	cr_assert_arr_eq(r->stdout_text, bin, 6);
+	release(r);
+	/* Without stdin the command reads EOF at once: nothing hangs on an interactive read. */
+	r = sh_in("cat; read x; echo \"read=$?\"", 20, NULL, 0);
+	expect_out(r, "read=1\n", 0);
+	release(r);
+}
+
+CASE(heredoc_quotes)
+{
+	sbx_exec_result *r = sh("cat <<'EOF'\n$HOME \"dq\" 'sq' \\n `x`\nEOF\n"
+				"X=val; cat <<EOF\n[$X]\nEOF\n"
+				"printf '%s\\n' \"a  b\" 'c\"d' \"e'f\"");
+	expect_out(r, "$HOME \"dq\" 'sq' \\n `x`\n[val]\na  b\nc\"d\ne'f\n", 0);
+	release(r);
+}
+
+CASE(bytes_preserved)
+{
+	static const char bytes[] = "\x00\xff\xfe\xc3\x28 \xe2\x82 end\x00";
+	size_t n = sizeof(bytes) - 1;
+	cr_assert_eq(sbx_write_file(host, id, "bin.dat", bytes, n, 0, &err), SBX_OK, "%s",
+		     err.message);
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(sbx_read_file(host, id, "bin.dat", &data, &len, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(len, n);
+	cr_assert_arr_eq(data, bytes, n);
+	sbx_free(data);
+	/* The same bytes through a command's output, display copy and byte count. */
+	sbx_exec_result *r = sh("cat bin.dat");
+	cr_assert_eq(r->exit_code, 0);
+	cr_assert_eq(r->stdout_bytes, n);
+	cr_assert_eq(r->stdout_text_len, n);
+	cr_assert_arr_eq(r->stdout_text, bytes, n);
+	cr_assert_eq(r->truncated, 0);
+	release(r);
+	/* And the command writes them itself. */
+	r = sh("printf 'x\\000\\377y' > out.dat; wc -c < out.dat");
+	cr_assert_eq(r->exit_code, 0);
+	cr_assert_eq(atoi(r->stdout_text), 4);
+	release(r);
+	cr_assert_eq(sbx_read_file(host, id, "out.dat", &data, &len, &err), SBX_OK);
+	cr_assert_eq(len, 4);
+	cr_assert_arr_eq(data, "x\0\377y", 4);
+	sbx_free(data);
+}
+
+static long max_rss_kb(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+/* The display copy of a cut stream: head, NexAU's marker, tail. */
+static char *expected_cut(const char *head, const char *omitted, const char *path, const char *tail)
+{
+	size_t cap = strlen(head) + strlen(tail) + strlen(path) + 128;
+	char *s = malloc(cap);
+	cr_assert_not_null(s);
+	snprintf(s, cap, "%s\n\n... [%s characters omitted] ...\n(Full output: %s)\n\n%s", head,
+		 omitted, path, tail);
+	return s;
+}
+
+static char *repeat(char c, size_t n)
+{
+	char *s = malloc(n + 1);
+	cr_assert_not_null(s);
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+CASE(output_100mb)
+{
+	long before = max_rss_kb();
+	sbx_exec_result *r =
+	    sh("printf S; head -c 104857598 /dev/zero | tr '\\0' 'a'; printf E; echo tail >&2");
+	long grew_kb = max_rss_kb() - before;
+	cr_assert_eq(r->exit_code, 0);
+	cr_assert_eq(r->stdout_bytes, 104857600ull);
+	cr_assert_eq(r->original_stdout_length, 104857600ull);
+	cr_assert_eq(r->truncated, 1);
+	cr_assert_str_eq(r->stderr_text, "tail\n");
+	char *a = repeat('a', 4999);
+	char head[5001], tail[5001];
+	snprintf(head, sizeof(head), "S%s", a);
+	snprintf(tail, sizeof(tail), "%sE", a);
+	char *want = expected_cut(head, "104,847,600", r->stdout_file, tail);
+	cr_assert_eq(r->stdout_text_len, strlen(want));
+	cr_assert_str_eq(r->stdout_text, want);
+	struct stat sb;
+	cr_assert_eq(stat(r->stdout_file, &sb), 0);
+	cr_assert_eq((uint64_t)sb.st_size, r->stdout_bytes - r->stdout_dropped);
+	/* Constant memory: the host never holds the output. */
+	cr_assert_lt(grew_kb, 64 * 1024, "peak RSS grew by %ld KiB", grew_kb);
+	free(want);
+	free(a);
+	release(r);
+}
+
+CASE(truncation_exact)
+{
+	/* Exactly the threshold: whole. */
+	sbx_exec_result *r = sh("printf A; yes b | head -n 9998 | tr -d '\\n'; printf Z");
+	cr_assert_eq(r->original_stdout_length, 10000);
+	cr_assert_eq(r->truncated, 0);
+	cr_assert_eq(r->stdout_text_len, 10000);
+	cr_assert_eq(r->stdout_text[0], 'A');
+	cr_assert_eq(r->stdout_text[9999], 'Z');
+	release(r);
+	/* One past it: 5000 + marker("1") + 5000. */
+	r = sh("printf A; yes b | head -n 9999 | tr -d '\\n'; printf Z");
+	cr_assert_eq(r->original_stdout_length, 10001);
+	cr_assert_eq(r->stdout_bytes, 10001);
+	cr_assert_eq(r->truncated, 1);
+	char *b = repeat('b', 4999);
+	char head[5001], tail[5001];
+	snprintf(head, sizeof(head), "A%s", b);
+	snprintf(tail, sizeof(tail), "%sZ", b);
+	char *want = expected_cut(head, "1", r->stdout_file, tail);
+	cr_assert_str_eq(r->stdout_text, want);
+	cr_assert_eq(r->stdout_text_len, strlen(want));
+	free(want);
+	free(b);
+	release(r);
+	/* Characters, not bytes: 10001 two-byte characters cut at character boundaries. */
+	r = sh("yes é | head -n 10001 | tr -d '\\n'");
+	cr_assert_eq(r->stdout_bytes, 20002);
+	cr_assert_eq(r->original_stdout_length, 10001);
+	cr_assert_eq(r->truncated, 1);
+	char ehalf[10001];
+	for (size_t i = 0; i < 5000; i++)
+		memcpy(ehalf + 2 * i, "\xc3\xa9", 2);
+	ehalf[10000] = '\0';
+	want = expected_cut(ehalf, "1", r->stdout_file, ehalf);
+	cr_assert_str_eq(r->stdout_text, want);
+	free(want);
+	release(r);
+}
+
+/* A setsid escapee, a double-fork escapee and a grandchild holding the output pipe: the call
+ * returns within timeout + slack with the output so far, and nothing of the tree survives. */
+CASE(timeout_kills_escapees)
+{
+	double t0 = now_s();
+	sbx_exec_result *r = sh_in("echo before; "
+				   "setsid sh -c 'sleep 2; echo x > conf-esc-1' & "
+				   "( ( sleep 2; echo x > conf-esc-2 ) & ); "
+				   "( sleep 2; echo x > conf-esc-3 ) & "
+				   "sleep 30; echo never",
+				   1.0, NULL, 0);
+	double took = now_s() - t0;
+	cr_assert_eq(r->timed_out, 1);
+	cr_assert_lt(took, 1.0 + slack(), "took %.3f s", took);
+	cr_assert_str_eq(r->stdout_text, "before\n");
+	release(r);
+	r = sh("grep -las 'conf-es[c]-' /proc/[0-9]*/cmdline | wc -l");
+	cr_assert_eq(atoi(r->stdout_text), 0, "survivors: %s", r->stdout_text);
+	release(r);
+	/* Past the escapees' sleep: none of them lived to write its marker. */
+	usleep(1500 * 1000);
+	r = sh("ls");
+	expect_out(r, "", 0);
+	release(r);
+}
+
+CASE(background_holder)
+{
+	double t0 = now_s();
+	sbx_exec_result *r = sh_in("sleep 30 & echo done", 20, NULL, 0);
+	cr_assert_lt(now_s() - t0, 5.0);
+	expect_out(r, "done\n", 0);
+	release(r);
+}
+
+CASE(files_ops)
+{
+	cr_assert_eq(sbx_write_file(host, id, "d/e/f.txt", "hello", 5, 0640, &err), SBX_OK, "%s",
+		     err.message);
+	sbx_file_info info = {0};
+	SBX_INIT_HEADER(info);
+	cr_assert_eq(sbx_stat(host, id, "d/e/f.txt", &info, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(info.kind, SBX_FILE_REGULAR);
+	cr_assert_eq(info.size, 5);
+	cr_assert_eq(info.mode, 0640);
+	cr_assert_str_eq(info.name, "f.txt");
+	cr_assert_eq(sbx_mkdir(host, id, "d/m", 0, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_stat(host, id, "d/m", &info, &err), SBX_OK);
+	cr_assert_eq(info.kind, SBX_FILE_DIR);
+	sbx_file_info *ents = NULL;
+	size_t n = 0;
+	cr_assert_eq(sbx_list_dir(host, id, "d", &ents, &n, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(n, 2);
+	int seen_e = 0, seen_m = 0;
+	for (size_t i = 0; i < n; i++) {
+		seen_e |= strcmp(ents[i].name, "e") == 0 && ents[i].kind == SBX_FILE_DIR;
+		seen_m |= strcmp(ents[i].name, "m") == 0 && ents[i].kind == SBX_FILE_DIR;
+	}
+	sbx_free(ents);
+	cr_assert(seen_e && seen_m);
+	sbx_exec_result *r = sh("cat d/e/f.txt");
+	expect_out(r, "hello", 0);
+	release(r);
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(sbx_read_file(host, id, "d/missing", &data, &len, &err), SBX_E_NO_FILE);
+	cr_assert_eq(sbx_remove(host, id, "d/e/f.txt", 0, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_stat(host, id, "d/e/f.txt", &info, &err), SBX_E_NO_FILE);
+	cr_assert_eq(sbx_write_file(host, id, "d/e/g", "x", 1, 0, &err), SBX_OK);
+	cr_assert_neq(sbx_remove(host, id, "d", 0, &err), SBX_OK);
+	cr_assert_eq(sbx_remove(host, id, "d", 1, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_stat(host, id, "d", &info, &err), SBX_E_NO_FILE);
+}
+
+/* Status of reading path; frees whatever a wrongly successful read returned. */
+static int read_status(const char *path)
+{
+	void *data = NULL;
+	size_t len = 0;
+	int rc = sbx_read_file(host, id, path, &data, &len, &err);
+	if (rc == SBX_OK)
+		sbx_free(data);
+	return rc;
+}
+
+CASE(files_escape_refused)
+{
+	cr_assert_eq(read_status("../../../../etc/passwd"), SBX_E_PATH);
+	cr_assert(strstr(err.message, "../../../../etc/passwd"), "%s", err.message);
+	cr_assert_eq(sbx_write_file(host, id, "../escape.txt", "x", 1, 0, &err), SBX_E_PATH);
+	sbx_exec_result *r = sh("ln -s / rootlink && ln -s ../.. uplink && echo ok");
+	expect_out(r, "ok\n", 0);
+	release(r);
+	cr_assert_eq(read_status("rootlink/etc/passwd"), SBX_E_PATH);
+	cr_assert(strstr(err.message, "rootlink/etc/passwd"), "%s", err.message);
+	cr_assert_eq(sbx_write_file(host, id, "uplink/escape.txt", "x", 1, 0, &err), SBX_E_PATH);
+	sbx_file_info *ents = NULL;
+	size_t n = 0;
+	cr_assert_eq(sbx_list_dir(host, id, "uplink", &ents, &n, &err), SBX_E_PATH);
+	cr_assert_eq(sbx_remove(host, id, "rootlink", 0, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(access("/etc/passwd", F_OK), 0);
+}
+
+CASE(destroy_twice)
+{
+	cr_assert_eq(sbx_destroy(host, id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_destroy(host, id, &err), SBX_OK, "%s", err.message);
+	sbx_exec_opts o = {.shell = "true"};
+	SBX_INIT_HEADER(o);
+	sbx_exec_result *r = NULL;
+	int rc = sbx_exec(host, id, &o, &r, &err);
+	cr_assert_eq(rc, SBX_E_NOT_FOUND, "exec after destroy gave %s: %s", sbx_status_name(rc),
+		     err.message);
+	id[0] = '\0';
+}
+
+/* Many threads at once on one sandbox: each gets its own output, and no call waits on pipes
+ * another thread's command holds. */
+#define N_THREADS 8
+#define N_EXECS   4
+
+typedef struct worker {
+	int index;
+	int failures;
+	double longest;
+	char first_bad[1200];
+} worker;
+
+static void *work(void *arg)
+{
+	worker *w = arg;
+	for (int k = 0; k < N_EXECS; k++) {
+		char cmd[128], want[64];
+		snprintf(cmd, sizeof(cmd), "echo t%d-%d; %s", w->index, k,
+			 k % 2 ? "sleep 0.2 & true" : "true");
+		snprintf(want, sizeof(want), "t%d-%d\n", w->index, k);
+		sbx_exec_opts o = {.shell = cmd, .timeout = 30};
+		SBX_INIT_HEADER(o);
+		sbx_exec_result *r = NULL;
+		sbx_error e = {0};
+		double t0 = now_s();
+		int rc = sbx_exec(host, id, &o, &r, &e);
+		double took = now_s() - t0;
+		if (took > w->longest)
+			w->longest = took;
+		if (rc != SBX_OK || r->exit_code != 0 || strcmp(r->stdout_text, want) != 0) {
+			if (!w->failures++)
+				snprintf(w->first_bad, sizeof(w->first_bad),
+					 "%s: rc %d, %.300s, out %.300s", cmd, rc, e.message,
+					 r ? r->stdout_text : "");
+		}
+		sbx_exec_result_free(r);
+	}
+	return NULL;
+}
+
+CASE(concurrent_execs)
+{
+	pthread_t t[N_THREADS];
+	worker w[N_THREADS];
+	for (int i = 0; i < N_THREADS; i++) {
+		w[i] = (worker){.index = i};
+		cr_assert_eq(pthread_create(&t[i], NULL, work, &w[i]), 0);
+	}
+	for (int i = 0; i < N_THREADS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < N_THREADS; i++) {
+		cr_assert_eq(w[i].failures, 0, "%s", w[i].first_bad);
+		/* A background sleep of 0.2 s never holds the call past its command. */
+		cr_assert_lt(w[i].longest, 10.0, "an exec took %.3f s", w[i].longest);
+	}
+}
+
+CASE(pause_resume)
+{
+	cr_assert_eq(sbx_pause(host, id, &err), SBX_OK, "%s", err.message);
+	uint32_t state = 0;
+	cr_assert_eq(sbx_status(host, id, &state, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(state, SBX_STATE_PAUSED);
+	cr_assert_eq(sbx_resume(host, id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_status(host, id, &state, &err), SBX_OK);
+	cr_assert_eq(state, SBX_STATE_RUNNING);
+	sbx_exec_result *r = sh("echo awake");
+	expect_out(r, "awake\n", 0);
+	release(r);
+}

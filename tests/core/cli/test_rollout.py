@@ -1,0 +1,266 @@
+"""`sbx rollout`: task validation, infra errors kept apart from command failures, queueing
+under max_concurrency, and the shipped example on `local` when it is built."""
+import json
+import os
+import pty
+import signal
+import subprocess
+import time
+import unittest
+
+from clitest import (BUILD_REGISTRY, FIXTURES, SBX, SOURCE_DIR, TMP, local_available, local_config, ok_config,
+                     run, write)
+
+
+def rows_of(path):
+    with open(path, encoding="utf-8") as f:
+        return {r["id"]: r for r in map(json.loads, f)}
+
+
+class Validation(unittest.TestCase):
+    def test_whole_file_is_validated_first(self):
+        tasks = write("bad.jsonl", '{"id": "x", "commands": ["exit 0"]}\n{"id": "y"}\n'
+                      '\n  \nnot json\n{"id": "z", "commands": [{"cmd": "a", "argv": ["b"]}]}\n')
+        rc, out, err = run("rollout", "--config", ok_config(), tasks)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertEqual(err.splitlines(), [
+            "sbx: rollout: %s:2: 'commands' must be a list" % tasks,
+            "sbx: rollout: %s:5: not valid JSON: '[' or '{' expected near 'not'" % tasks,
+            "sbx: rollout: %s:6: a command object needs exactly one of 'cmd' (a string) or "
+            "'argv' (a list)" % tasks,
+        ])
+
+    def test_field_types(self):
+        cases = [
+            ({"commands": []}, "'id' (a string or integer) is required"),
+            ({"id": "a", "commands": [], "data_source": 1.5},
+             "'data_source' must be a name or an index"),
+            ({"id": "a", "commands": [], "files": {"p": 1}},
+             "every value of 'files' must be a string"),
+            ({"id": "a", "commands": [], "image": 3}, "'image' must be a string"),
+            ({"id": "a", "commands": [], "metadata": {"docker_image": 3}},
+             "'metadata.docker_image' must be a string"),
+            ({"id": "a", "commands": [], "timeout": -1}, "'timeout' must be a number of seconds >= 0"),
+            ({"id": "a", "commands": [{"argv": []}]}, "'argv' must not be empty"),
+            ({"id": "a", "commands": [{"argv": ["x", 1]}]}, "'argv' must hold strings"),
+            ({"id": "a", "commands": [{"cmd": "x", "env": {"A": 1}}]}, "'env' values must be strings"),
+            ({"id": "a", "commands": [7]},
+             "each command must be a string or an object with 'cmd' or 'argv'"),
+        ]
+        for task, why in cases:
+            tasks = write("one.jsonl", json.dumps(task) + "\n")
+            rc, out, err = run("rollout", "--config", ok_config(), tasks)
+            self.assertEqual((rc, out, err), (2, "", "sbx: rollout: %s:1: %s\n" % (tasks, why)))
+
+    def test_duplicate_ids_are_refused(self):
+        tasks = write("dup.jsonl", "".join(json.dumps({"id": i, "commands": []}) + "\n"
+                                           for i in ["a", 7, "7", "a", 7]))
+        rc, out, err = run("rollout", "--config", ok_config(), tasks)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertEqual(err.splitlines(), [
+            "sbx: rollout: %s:4: id 'a' repeats line 1" % tasks,
+            "sbx: rollout: %s:5: id 7 repeats line 2" % tasks,
+        ])
+
+    def test_usage(self):
+        rc, _, err = run("rollout", "--config", ok_config())
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: rollout: missing TASKS.jsonl\nusage: sbx rollout", err)
+        rc, _, err = run("rollout", "--concurrency", "0", "t.jsonl")
+        self.assertEqual(rc, 2)
+        self.assertIn("--concurrency wants 1..4096, got '0'", err)
+        rc, _, err = run("rollout", "--config", ok_config(), os.path.join(TMP, "absent.jsonl"))
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: rollout: cannot open %s: No such file or directory\n"
+                      % os.path.join(TMP, "absent.jsonl"), err)
+
+
+class Fixture(unittest.TestCase):
+    def test_results_keep_infra_apart_from_command_failures(self):
+        tasks = write("tasks.jsonl", "\n".join([
+            json.dumps({"id": "a", "commands": ["exit 0", "greeting"]}),
+            json.dumps({"id": "b", "commands": ["exit 4", "exit 0"]}),
+            json.dumps({"id": "c", "image": "fail", "commands": ["exit 0"]}),
+            json.dumps({"id": 7, "commands": ["timeout", {"argv": ["x", "y"]}]}),
+            json.dumps({"id": "f", "files": {"a.txt": "x"}, "commands": ["exit 0"]}),
+        ]) + "\n")
+        out_path = os.path.join(TMP, "results.jsonl")
+        rc, out, err = run("rollout", "--config", ok_config(), "--output", out_path, tasks)
+        self.assertEqual((rc, out), (1, ""))  # infrastructure errors: c, f
+        self.assertRegex(err, r"^rollout: 5 tasks: 1 ok, 2 with failing commands, 2 "
+                         r"infrastructure errors; [0-9.]+ s, [0-9.]+ tasks/s\n$")
+        rows = rows_of(out_path)
+        self.assertEqual(set(rows), {"a", "b", "c", 7, "f"})
+        a = rows["a"]
+        self.assertEqual(set(a), {"id", "data_source", "sandbox_id", "ok", "infra_error",
+                                  "commands", "timings"})
+        self.assertEqual(set(a["timings"]), {"queued", "create", "total"})
+        self.assertEqual((a["ok"], a["infra_error"], a["data_source"]), (True, None, "default"))
+        self.assertRegex(a["sandbox_id"], r"^ok:ok-\d+$")
+        self.assertEqual([(c["command"], c["exit_code"], c["stdout"]) for c in a["commands"]],
+                         [("exit 0", 0, ""), ("greeting", 0, "hello\n")])
+        # Every command runs; a failing one does not stop the task.
+        self.assertEqual((rows["b"]["ok"], [c["exit_code"] for c in rows["b"]["commands"]]),
+                         (False, [4, 0]))
+        self.assertEqual(rows["c"]["infra_error"],
+                         {"stage": "create", "status": "SBX_E_BACKEND",
+                          "message": "ok: create: image 'fail' refused"})
+        self.assertEqual((rows["c"]["sandbox_id"], rows["c"]["commands"]), (None, []))
+        t = rows[7]["commands"]
+        self.assertEqual((t[0]["timed_out"], t[0]["stdout"], rows[7]["ok"]), (True, "partial\n", False))
+        self.assertEqual((t[1]["command"], t[1]["stdout"]), (["x", "y"], "x y\n"))
+        # The fixture has no file ops: the write is an infra error and no command runs.
+        self.assertEqual((rows["f"]["infra_error"]["stage"], rows["f"]["infra_error"]["status"],
+                          rows["f"]["commands"]), ("files", "SBX_E_UNSUPPORTED", []))
+
+    def test_results_to_stdout_without_output(self):
+        tasks = write("two.jsonl", '{"id": "a", "commands": ["exit 0"]}\n'
+                      '{"id": "b", "data_source": "0", "commands": ["exit 0"]}\n')
+        cfg = write("ok-ds.yaml", "data_source:\n  sandbox:\n    type: ok\n"
+                    "data_sources:\n  - name: one\n")
+        rc, out, err = run("rollout", tasks, "--config=" + cfg)
+        self.assertEqual(rc, 0, err)
+        rows = {r["id"]: r for r in map(json.loads, out.splitlines())}
+        self.assertEqual((rows["a"]["ok"], rows["b"]["ok"], rows["b"]["data_source"]),
+                         (True, True, "0"))
+
+    def test_progress_only_on_a_terminal(self):
+        tasks = write("prog.jsonl", '{"id": "a", "commands": ["exit 0"]}\n'
+                      '{"id": "b", "commands": ["exit 1"]}\n')
+        master, slave = pty.openpty()
+        env = dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state"))
+        p = subprocess.run([SBX, "--registry", FIXTURES, "rollout", "--config", ok_config(),
+                            "--concurrency", "1", tasks], stdout=subprocess.PIPE, stderr=slave,
+                           env=env, timeout=60)
+        os.close(slave)
+        got = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO once the writer is gone
+                break
+            if not chunk:
+                break
+            got += chunk
+        os.close(master)
+        self.assertEqual(p.returncode, 0)
+        text = got.decode().replace("\r\n", "\n")
+        self.assertTrue(text.startswith(
+            "\rrollout: 1/2 done, 1 ok, 0 failed, 0 infra errors"
+            "\rrollout: 2/2 done, 1 ok, 1 failed, 0 infra errors\n"
+            "rollout: 2 tasks: 1 ok, 1 with failing commands, 0 infrastructure errors; "), text)
+        # Without a terminal: the summary only (the other tests pin that).
+
+    def test_unknown_data_source_is_an_infra_error(self):
+        tasks = write("ds.jsonl", '{"id": "a", "data_source": "nope", "commands": ["exit 0"]}\n')
+        rc, out, err = run("rollout", "--config", ok_config(), tasks)
+        self.assertEqual(rc, 1)
+        row = json.loads(out)
+        self.assertEqual((row["ok"], row["infra_error"]["stage"], row["infra_error"]["status"]),
+                         (False, "create", "SBX_E_CONFIG"))
+
+    def test_max_concurrency_queues_instead_of_failing(self):
+        cfg = write("ok-cap.yaml", "data_source:\n  sandbox:\n    type: ok\n"
+                    "    max_concurrency: 1\n")
+        tasks = write("many.jsonl", "".join(
+            json.dumps({"id": i, "commands": ["exit 0", "exit 0"]}) + "\n" for i in range(24)))
+        rc, out, err = run("rollout", "--config", cfg, "--concurrency", "6", tasks)
+        self.assertEqual(rc, 0, err)
+        rows = [json.loads(l) for l in out.splitlines()]
+        self.assertEqual(sorted(r["id"] for r in rows), list(range(24)))
+        self.assertTrue(all(r["ok"] for r in rows), [r["infra_error"] for r in rows])
+
+
+@unittest.skipUnless(local_available(), "the local plugin is not built")
+class Local(unittest.TestCase):
+    def test_shipped_example(self):
+        out_path = os.path.join(TMP, "example-results.jsonl")
+        rc, out, err = run("rollout", "--config", os.path.join(SOURCE_DIR, "examples/local.yaml"),
+                           "--output", out_path, os.path.join(SOURCE_DIR, "examples/tasks.jsonl"),
+                           registry=BUILD_REGISTRY, timeout=200)
+        self.assertEqual((rc, out), (0, ""), err)
+        self.assertRegex(err, r"^rollout: 10 tasks: 8 ok, 2 with failing commands, 0 "
+                         r"infrastructure errors; ")
+        rows = rows_of(out_path)
+        self.assertEqual(rows["files"]["commands"][1]["stdout"], "print('hi from a file')\n")
+        self.assertEqual([c["exit_code"] for c in rows["failing-command"]["commands"]], [0, 3])
+        t = rows["timeout"]["commands"][0]
+        self.assertEqual((t["timed_out"], t["stdout"]), (True, "started\n"))
+        self.assertLess(t["duration"], 2.0)
+        u = rows["unicode"]["commands"]
+        self.assertEqual((u[0]["stdout"], u[1]["stdout"]), ("héllo wörld ✓\n", "\ufffd not utf-8\n"))
+        self.assertEqual(rows["argv"]["commands"][0]["stdout"], "no $shell|*splicing*|")
+        self.assertEqual(rows["env-cwd"]["commands"][1]["stdout"], "hi in sub\n")
+        big = rows["big-output"]["commands"][0]
+        self.assertEqual((big["truncated"], big["original_stdout_length"], big["stdout_bytes"]),
+                         (True, 108894, 108894))
+        self.assertEqual(rows["heredoc"]["commands"][0]["stdout"], 'quoted "$HOME" stays\n')
+        s = rows["stderr"]["commands"][0]
+        self.assertEqual((s["stdout"], s["stderr"]), ("to-stdout\n", "to-stderr\n"))
+        self.assertTrue(all(r["sandbox_id"].startswith("local:") for r in rows.values()))
+
+    def test_sandboxes_are_deleted_on_every_path(self):
+        root = os.path.join(TMP, "local-root")
+        cfg = local_config("    max_concurrency: 2\n")
+        tasks = write("local.jsonl", "".join(
+            json.dumps(t) + "\n" for k in range(3) for t in [
+                {"id": "w%d" % k, "files": {"a/b.txt": "B"}, "commands": ["cat a/b.txt"]},
+                {"id": "cwd%d" % k, "commands": [{"cmd": "true", "cwd": "missing/dir"}]},
+                {"id": "q%d" % k, "commands": ["exit 9"]},
+                {"id": "dot%d" % k, "files": {"../escape.txt": "x"}, "commands": ["true"]},
+            ]))
+        rc, out, err = run("rollout", "--config", cfg, tasks, registry=BUILD_REGISTRY)
+        rows = {r["id"]: r for r in map(json.loads, out.splitlines())}
+        self.assertEqual(len(rows), 12, err)
+        self.assertEqual(rc, 1)  # the refused writes
+        for k in range(3):
+            self.assertEqual(rows["w%d" % k]["commands"][0]["stdout"], "B")
+            self.assertEqual((rows["q%d" % k]["ok"], rows["q%d" % k]["infra_error"]), (False, None))
+            self.assertEqual(rows["dot%d" % k]["infra_error"]["stage"], "files")
+            self.assertEqual(rows["dot%d" % k]["infra_error"]["status"], "SBX_E_PATH")
+            # A cwd that does not exist is the backend's refusal, not a command failure.
+            self.assertEqual((rows["cwd%d" % k]["infra_error"]["stage"],
+                              rows["cwd%d" % k]["infra_error"]["status"]),
+                             ("exec", "SBX_E_NO_FILE"))
+        self.assertEqual(os.listdir(root) if os.path.isdir(root) else [], [])
+
+    def test_interrupt_finishes_running_tasks_and_deletes_their_sandboxes(self):
+        root = os.path.join(TMP, "local-root")
+        cfg = local_config()
+        # Task 0 writes a marker and then blocks until the test has sent SIGINT (it waits for
+        # a file the test creates afterwards); the other tasks must then not start.
+        go = os.path.join(TMP, "go")
+        marker = os.path.join(TMP, "started")
+        for p in (go, marker):
+            if os.path.exists(p):
+                os.remove(p)
+        first = {"id": 0, "commands": [
+            "touch %s; while [ ! -e %s ]; do sleep 0.05; done; echo done" % (marker, go),
+            "echo never"]}
+        tasks = write("intr.jsonl", json.dumps(first) + "\n" + "".join(
+            json.dumps({"id": i, "commands": ["echo %d" % i]}) + "\n" for i in range(1, 6)))
+        env = dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state"))
+        p = subprocess.Popen([SBX, "--registry", BUILD_REGISTRY, "rollout", "--config", cfg,
+                              "--concurrency", "1", tasks], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        while not os.path.exists(marker):
+            self.assertIsNone(p.poll())
+            time.sleep(0.02)
+        p.send_signal(signal.SIGINT)
+        # The handler announces itself; only then may the blocked command finish.
+        self.assertEqual(p.stderr.readline(), b"\n")
+        self.assertTrue(p.stderr.readline().startswith(b"rollout: interrupted: finishing "))
+        open(go, "w").close()
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        rows = [json.loads(l) for l in out.decode().splitlines()]
+        self.assertEqual(len(rows), 1)
+        self.assertEqual([c["stdout"] for c in rows[0]["commands"]], ["done\n"])
+        self.assertEqual((rows[0]["infra_error"]["status"], rows[0]["infra_error"]["message"]),
+                         ("SBX_E_CANCELLED", "rollout: interrupted before command 2"))
+        self.assertIn(b"rollout: interrupted: 5 of 6 tasks not started\n", err)
+        self.assertEqual(os.listdir(root), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

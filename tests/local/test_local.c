@@ -1,0 +1,458 @@
+/* Direct tests of the local plugin: dlopen the .so and drive its ops through a minimal
+ * services table, so the plugin's own guarantees (tree kill by every mechanism, confinement of
+ * files, pause/resume, labels) are pinned independently of the host. */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sbx/plugin.h>
+
+#ifndef SBX_LOCAL_SO
+#error SBX_LOCAL_SO must name the plugin
+#endif
+
+/* ---- a minimal host */
+
+struct sbx_config {
+	const char *keys[8];
+	const char *values[8];
+	int n;
+};
+
+static sbx_plugin_desc desc;
+static char state_dir[512];
+static void *dl;
+
+static int t_register(sbx_registrar *reg, const sbx_plugin_desc *d)
+{
+	(void)reg;
+	memcpy(&desc, d, sizeof(desc));
+	return SBX_OK;
+}
+
+static void t_log(int level, const char *alias, const char *fmt, ...)
+{
+	(void)level;
+	(void)alias;
+	(void)fmt;
+}
+
+static int t_set_error(sbx_error *err, int code, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		err->code = code;
+		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+static const char *lookup(const sbx_config *cfg, const char *key)
+{
+	for (int i = 0; cfg && i < cfg->n; i++)
+		if (strcmp(cfg->keys[i], key) == 0)
+			return cfg->values[i];
+	return NULL;
+}
+
+static int t_string(const sbx_config *cfg, const char *key, const char **out, sbx_error *err)
+{
+	(void)err;
+	*out = lookup(cfg, key);
+	return *out ? SBX_OK : SBX_E_NOT_FOUND;
+}
+
+static int t_int(const sbx_config *cfg, const char *key, int64_t *out, sbx_error *err)
+{
+	(void)err;
+	const char *v = lookup(cfg, key);
+	if (!v)
+		return SBX_E_NOT_FOUND;
+	*out = strtoll(v, NULL, 10);
+	return SBX_OK;
+}
+
+static int t_float(const sbx_config *cfg, const char *key, double *out, sbx_error *err)
+{
+	(void)err;
+	const char *v = lookup(cfg, key);
+	if (!v)
+		return SBX_E_NOT_FOUND;
+	*out = strtod(v, NULL);
+	return SBX_OK;
+}
+
+static int t_bool(const sbx_config *cfg, const char *key, int *out, sbx_error *err)
+{
+	(void)err;
+	const char *v = lookup(cfg, key);
+	if (!v)
+		return SBX_E_NOT_FOUND;
+	*out = strcmp(v, "true") == 0;
+	return SBX_OK;
+}
+
+static int t_json(const sbx_config *cfg, const char *key, const char **out, sbx_error *err)
+{
+	return t_string(cfg, key, out, err);
+}
+
+static const char *t_state_dir(void)
+{
+	return state_dir;
+}
+
+static sbx_host_api api = {
+    .register_sandbox = t_register,
+    .log = t_log,
+    .alloc = malloc,
+    .realloc = realloc,
+    .free = free,
+    .set_error = t_set_error,
+    .config_string = t_string,
+    .config_int = t_int,
+    .config_float = t_float,
+    .config_bool = t_bool,
+    .config_json = t_json,
+    .state_dir = t_state_dir,
+};
+
+static void *state;
+static sbx_error err;
+
+static void load(const char *mechanism)
+{
+	SBX_INIT_HEADER(api);
+	snprintf(state_dir, sizeof(state_dir), "%s/local-test-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(state_dir));
+	dl = dlopen(SBX_LOCAL_SO, RTLD_NOW | RTLD_LOCAL);
+	cr_assert_not_null(dl, "%s", dlerror());
+	void *sym = dlsym(dl, SBX_PLUGIN_ENTRY);
+	cr_assert_not_null(sym);
+	sbx_plugin_register_fn reg;
+	memcpy(&reg, &sym, sizeof(reg));
+	cr_assert_eq(reg(&api, NULL), SBX_OK);
+	cr_assert_str_eq(desc.alias, "local");
+	cr_assert(desc.flags & SBX_PLUGIN_THREAD_SAFE);
+	sbx_config cfg = {.keys = {"kill_mechanism"}, .values = {mechanism}, .n = 1};
+	int rc = desc.init(&cfg, &state, &err);
+	if (rc == SBX_E_CONFIG && strcmp(mechanism, "auto") != 0) {
+		dlclose(dl);
+		cr_skip_test("%s", err.message); /* that mechanism is not available here */
+	}
+	cr_assert_eq(rc, SBX_OK, "%s", err.message);
+}
+
+static void unload(void)
+{
+	desc.fini(state);
+	dlclose(dl);
+}
+
+static void create(char id[64])
+{
+	sbx_kv labels[] = {{"sbx.run", "r1"}};
+	sbx_kv env[] = {{"SANDBOX_VAR", "from-create"}};
+	sbx_create_spec spec = {.labels = labels, .n_labels = 1, .env = env, .n_env = 1};
+	SBX_INIT_HEADER(spec);
+	cr_assert_eq(desc.create(state, &spec, id, 64, &err), SBX_OK, "%s", err.message);
+}
+
+typedef struct capture {
+	char out[65536], errs[4096];
+	size_t n_out, n_err;
+} capture;
+
+static int sink(void *ctx, uint32_t stream, const void *data, size_t len)
+{
+	capture *c = ctx;
+	char *buf = stream == SBX_STREAM_STDOUT ? c->out : c->errs;
+	size_t *n = stream == SBX_STREAM_STDOUT ? &c->n_out : &c->n_err;
+	size_t cap = stream == SBX_STREAM_STDOUT ? sizeof(c->out) : sizeof(c->errs);
+	size_t k = len < cap - 1 - *n ? len : cap - 1 - *n;
+	memcpy(buf + *n, data, k);
+	*n += k;
+	buf[*n] = '\0';
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int run(const char *id, const char *shell, uint64_t timeout_ms, capture *c,
+	       sbx_exec_outcome *o)
+{
+	sbx_exec_request req = {
+	    .shell = shell, .timeout_ms = timeout_ms, .output = sink, .output_ctx = c};
+	SBX_INIT_HEADER(req);
+	memset(c, 0, sizeof(*c));
+	memset(o, 0, sizeof(*o));
+	SBX_INIT_HEADER(*o);
+	return desc.execute(state, id, &req, o, &err);
+}
+
+/* ---- exec */
+
+static void check_basics(const char *mechanism)
+{
+	load(mechanism);
+	char id[64];
+	create(id);
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, "echo hi; echo err >&2; echo $SANDBOX_VAR; exit 3", 0, &c, &o), SBX_OK,
+		     "%s", err.message);
+	cr_assert_str_eq(c.out, "hi\nfrom-create\n");
+	cr_assert_str_eq(c.errs, "err\n");
+	cr_assert_eq(o.exit_code, 3);
+	cr_assert_eq(run(id, "kill -TERM $$", 0, &c, &o), SBX_OK);
+	cr_assert_eq(o.exit_code, -1);
+	cr_assert_eq(o.signal, SIGTERM);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
+	unload();
+}
+
+Test(local_exec, basics_freezer)
+{
+	check_basics("cgroup-v1-freezer");
+}
+
+Test(local_exec, basics_subreaper)
+{
+	check_basics("subreaper");
+}
+
+/* A setsid escapee, a double-fork escapee and a grandchild holding the pipe: the call returns
+ * within timeout + 1 s with the output so far, and none of them survives to write its marker. */
+static void check_timeout_kills_tree(const char *mechanism)
+{
+	load(mechanism);
+	char id[64];
+	create(id);
+	capture c;
+	sbx_exec_outcome o;
+	double t0 = now_s();
+	int rc = run(id,
+		     "echo started; setsid sh -c 'sleep 1.5; echo x > esc1' & "
+		     "( ( sleep 1.5; echo x > esc2 ) & ) ; "
+		     "( sleep 1.5; echo x > esc3 ) & sleep 30",
+		     500, &c, &o);
+	double took = now_s() - t0;
+	cr_assert_eq(rc, SBX_OK, "%s", err.message);
+	cr_assert_eq(o.timed_out, 1);
+	cr_assert_str_eq(c.out, "started\n");
+	cr_assert_lt(took, 1.5, "took %.3f s", took);
+	sleep(2);
+	cr_assert_eq(run(id, "ls", 0, &c, &o), SBX_OK);
+	cr_assert_str_eq(c.out, "", "survivors wrote: %s", c.out);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	unload();
+}
+
+Test(local_exec, timeout_kills_tree_freezer, .timeout = 20)
+{
+	check_timeout_kills_tree("cgroup-v1-freezer");
+}
+
+Test(local_exec, timeout_kills_tree_subreaper, .timeout = 20)
+{
+	check_timeout_kills_tree("subreaper");
+}
+
+Test(local_exec, background_holding_stdout_does_not_hold_the_call, .timeout = 20)
+{
+	load("auto");
+	char id[64];
+	create(id);
+	capture c;
+	sbx_exec_outcome o;
+	double t0 = now_s();
+	cr_assert_eq(run(id, "sleep 30 & echo done", 10000, &c, &o), SBX_OK);
+	cr_assert_lt(now_s() - t0, 2.0);
+	cr_assert_eq(o.timed_out, 0);
+	cr_assert_eq(o.exit_code, 0);
+	cr_assert_str_eq(c.out, "done\n");
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	unload();
+}
+
+Test(local_exec, stdin_cwd_env_argv)
+{
+	load("auto");
+	char id[64];
+	create(id);
+	capture c = {0};
+	sbx_exec_outcome o = {0};
+	SBX_INIT_HEADER(o);
+	cr_assert_eq(desc.make_dir(state, id, "sub", 0, &err), SBX_OK);
+	const char *argv[] = {"sh", "-c", "read line; echo \"$line|$(basename $PWD)|$V\"", NULL};
+	sbx_kv env[] = {{"V", "v1"}};
+	sbx_exec_request req = {.argv = argv,
+				.argc = 3,
+				.has_stdin = 1,
+				.stdin_data = "abc\n",
+				.stdin_len = 4,
+				.cwd = "sub",
+				.env = env,
+				.n_env = 1,
+				.output = sink,
+				.output_ctx = &c};
+	SBX_INIT_HEADER(req);
+	cr_assert_eq(desc.execute(state, id, &req, &o, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(c.out, "abc|sub|v1\n");
+	req.cwd = "missing";
+	cr_assert_eq(desc.execute(state, id, &req, &o, &err), SBX_E_NO_FILE);
+	cr_assert(strstr(err.message, "cwd 'missing' does not exist"), "%s", err.message);
+	const char *bad[] = {"no-such-program-xyz", NULL};
+	req.argv = bad;
+	req.cwd = NULL;
+	memset(&c, 0, sizeof(c));
+	cr_assert_eq(desc.execute(state, id, &req, &o, &err), SBX_OK);
+	cr_assert_eq(o.exit_code, 127);
+	cr_assert(strstr(c.errs, "no-such-program-xyz"), "%s", c.errs);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	unload();
+}
+
+/* ---- files */
+
+static void check_files(void)
+{
+	char id[64];
+	create(id);
+	const char bytes[] = "a\0b\xff\xfe";
+	cr_assert_eq(desc.write_file(state, id, "d/e/f.bin", bytes, 5, 0600, &err), SBX_OK, "%s",
+		     err.message);
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(desc.read_file(state, id, "d/e/f.bin", &data, &len, &err), SBX_OK);
+	cr_assert_eq(len, 5);
+	cr_assert_arr_eq(data, bytes, 5);
+	free(data);
+	sbx_file_info info = {0};
+	SBX_INIT_HEADER(info);
+	cr_assert_eq(desc.stat_file(state, id, "d/e/f.bin", &info, &err), SBX_OK);
+	cr_assert_eq(info.kind, SBX_FILE_REGULAR);
+	cr_assert_eq(info.size, 5);
+	cr_assert_eq(info.mode, 0600);
+	cr_assert_str_eq(info.name, "f.bin");
+	sbx_file_info *ents = NULL;
+	size_t n = 0;
+	cr_assert_eq(desc.make_dir(state, id, "d/a", 0, &err), SBX_OK);
+	cr_assert_eq(desc.make_dir(state, id, "d/a", 0, &err), SBX_E_EXISTS);
+	cr_assert_eq(desc.list_dir(state, id, "d", &ents, &n, &err), SBX_OK);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(ents[0].name, "a");
+	cr_assert_eq(ents[0].kind, SBX_FILE_DIR);
+	cr_assert_str_eq(ents[1].name, "e");
+	free(ents);
+	/* Escapes: `..`, an absolute symlink, a relative symlink climbing out. */
+	cr_assert_eq(desc.read_file(state, id, "../meta.json", &data, &len, &err), SBX_E_PATH);
+	cr_assert(strstr(err.message, "'../meta.json'"), "%s", err.message);
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, "ln -s /etc etc; ln -s ../.. up; ln -s d/e inside", 0, &c, &o),
+		     SBX_OK);
+	cr_assert_eq(desc.read_file(state, id, "etc/passwd", &data, &len, &err), SBX_E_PATH);
+	cr_assert_eq(desc.write_file(state, id, "up/evil", "x", 1, 0, &err), SBX_E_PATH);
+	cr_assert_eq(desc.read_file(state, id, "/etc/passwd", &data, &len, &err), SBX_E_PATH);
+	cr_assert_eq(desc.read_file(state, id, "inside/f.bin", &data, &len, &err), SBX_OK);
+	free(data);
+	cr_assert_eq(desc.read_file(state, id, "nope", &data, &len, &err), SBX_E_NO_FILE);
+	/* Removing a symlink removes the link, never its target. */
+	cr_assert_eq(desc.remove_path(state, id, "etc", 0, &err), SBX_OK);
+	cr_assert_eq(access("/etc/passwd", F_OK), 0);
+	cr_assert_eq(desc.remove_path(state, id, "d", 0, &err), SBX_E_INVAL);
+	cr_assert_eq(desc.remove_path(state, id, "d", 1, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(desc.stat_file(state, id, "d", &info, &err), SBX_E_NO_FILE);
+	cr_assert_eq(desc.remove_path(state, id, ".", 1, &err), SBX_E_PATH);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	cr_assert_eq(desc.read_file(state, id, "x", &data, &len, &err), SBX_E_NOT_FOUND);
+}
+
+Test(local_files, confined_openat2)
+{
+	load("auto");
+	check_files();
+	unload();
+}
+
+Test(local_files, confined_component_walk)
+{
+	setenv("SBX_LOCAL_NO_OPENAT2", "1", 1);
+	load("auto");
+	check_files();
+	unload();
+	unsetenv("SBX_LOCAL_NO_OPENAT2");
+}
+
+/* ---- lifecycle */
+
+static int collect(void *ctx, const char *id)
+{
+	snprintf(ctx, 64, "%s", id);
+	return 0;
+}
+
+Test(local_lifecycle, pause_resume_status_labels_info, .timeout = 20)
+{
+	load("cgroup-v1-freezer");
+	char id[64];
+	create(id);
+	uint32_t s = 0;
+	cr_assert_eq(desc.status(state, id, &s, &err), SBX_OK);
+	cr_assert_eq(s, SBX_STATE_RUNNING);
+	cr_assert_eq(desc.pause(state, id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(desc.status(state, id, &s, &err), SBX_OK);
+	cr_assert_eq(s, SBX_STATE_PAUSED);
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, "true", 0, &c, &o), SBX_E_PAUSED);
+	cr_assert_eq(desc.resume(state, id, &err), SBX_OK);
+	cr_assert_eq(run(id, "echo back", 0, &c, &o), SBX_OK);
+	cr_assert_str_eq(c.out, "back\n");
+	char found[64] = "";
+	cr_assert_eq(desc.list_by_label(state, "sbx.run", "r1", collect, found, &err), SBX_OK);
+	cr_assert_str_eq(found, id);
+	found[0] = '\0';
+	cr_assert_eq(desc.list_by_label(state, "sbx.run", "other", collect, found, &err), SBX_OK);
+	cr_assert_str_eq(found, "");
+	char *json = NULL;
+	cr_assert_eq(desc.info(state, &json, &err), SBX_OK);
+	cr_assert(strstr(json, "\"kill_mechanism\":\"cgroup-v1-freezer\""), "%s", json);
+	free(json);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	cr_assert_eq(desc.status(state, id, &s, &err), SBX_OK);
+	cr_assert_eq(s, SBX_STATE_GONE);
+	cr_assert_eq(desc.execute(state, "zz", NULL, &o, &err), SBX_E_BAD_ID);
+	unload();
+}
+
+Test(local_lifecycle, destroy_kills_paused_processes, .timeout = 20)
+{
+	load("subreaper");
+	char *json = NULL;
+	cr_assert_eq(desc.info(state, &json, &err), SBX_OK);
+	cr_assert(strstr(json, "\"kill_mechanism\":\"subreaper\""), "%s", json);
+	free(json);
+	char id[64];
+	create(id);
+	cr_assert_eq(desc.pause(state, id, &err), SBX_E_UNSUPPORTED);
+	cr_assert(strstr(err.message, "pause"), "%s", err.message);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	unload();
+}
