@@ -249,7 +249,8 @@ static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t dead
 			/* Kill first and keep reading, so output written before the kill arrives. */
 			*expired = 1;
 			kt->rc = kill_tree(st, kt->container, kt->token, &kt->err);
-			deadline = now_ms() + 1000;
+			deadline =
+			    now_ms() + 250; /* a short drain: the stream may outlive the kill */
 			continue;
 		}
 		if (d->bytes != seen_bytes) {
