@@ -31,15 +31,16 @@ static const char wrapper[] =
     "exit \"$s\"\n";
 
 /* argv: sbx-kill WRAPPER_PID TOKEN STDIN_FILE. The group first (one signal), then whatever
- * still carries the token. */
+ * still carries the token; twice, for processes that were forking during the first pass. */
 static const char killer[] =
     "c=$(cat /tmp/.sbx-pg-$1 2>/dev/null)\n"
-    "if [ -n \"$c\" ]; then kill -9 \"-$c\" 2>/dev/null || kill -9 \"$c\"; fi\n"
-    "kill -9 \"-$1\" 2>/dev/null; kill -9 \"$1\" 2>/dev/null\n"
-    "for d in /proc/[0-9]*; do\n"
-    "  if tr '\\0' '\\n' <\"$d/environ\" 2>/dev/null | grep -qx \"SBX_EXEC_TOKEN=$2\"; then\n"
-    "    kill -9 \"${d#/proc/}\" 2>/dev/null\n"
-    "  fi\n"
+    "for pass in 1 2; do\n"
+    "  if [ -n \"$c\" ]; then kill -9 \"-$c\" 2>/dev/null || kill -9 \"$c\" 2>/dev/null; fi\n"
+    "  kill -9 \"-$1\" 2>/dev/null; kill -9 \"$1\" 2>/dev/null\n"
+    "  for f in $(grep -lsF \"SBX_EXEC_TOKEN=$2\" /proc/[0-9]*/environ); do\n"
+    "    f=${f#/proc/}; kill -9 \"${f%/environ}\" 2>/dev/null\n"
+    "  done\n"
+
     "done\n"
     "rm -f /tmp/.sbx-pg-$1\n"
     "[ \"$3\" = /dev/null ] || rm -f \"$3\"\n"
@@ -54,6 +55,8 @@ typedef struct stream {
 	int32_t exit_code, signal;
 	int sink_rc; /* the host's refusal */
 	int oom;
+	unsigned char *dec; /* decoded output, reused across frames */
+	size_t dec_cap;
 	char error[256]; /* end-stream error */
 	char error_code[32];
 } stream;
@@ -73,14 +76,14 @@ static int b64val(int c)
 	return -1;
 }
 
-/* Decodes base64 in place-independent storage; returns the decoded length. */
-static size_t b64decode(const char *in, unsigned char *out)
+/* Decodes len bytes of base64 (padding and unknown bytes skipped); returns the length. */
+static size_t b64decode(const char *in, size_t len, unsigned char *out)
 {
 	uint32_t acc = 0;
 	int bits = 0;
 	size_t o = 0;
-	for (; *in; in++) {
-		int v = b64val((unsigned char)*in);
+	for (size_t i = 0; i < len; i++) {
+		int v = b64val((unsigned char)in[i]);
 		if (v < 0)
 			continue;
 		acc = (acc << 6) | (uint32_t)v;
@@ -129,8 +132,63 @@ static int signal_number(const char *status)
 	return 0;
 }
 
+/* Pushes base64 output (len bytes at b) to the host through the reused decode buffer. */
+static int push(stream *s, uint32_t which, const char *b, size_t len)
+{
+	if (!s->req || s->sink_rc || len == 0)
+		return 1;
+	if (len / 4 * 3 + 3 > s->dec_cap) {
+		size_t cap = len / 4 * 3 + 3;
+		unsigned char *d = realloc(s->dec, cap);
+		if (!d) {
+			s->oom = 1;
+			return 0;
+		}
+		s->dec = d;
+		s->dec_cap = cap;
+	}
+	size_t n = b64decode(b, len, s->dec);
+	int rc = n ? s->req->output(s->req->output_ctx, which, s->dec, n) : SBX_OK;
+	if (rc != SBX_OK) {
+		s->sink_rc = rc;
+		return 0;
+	}
+	return 1;
+}
+
+/* The common frame {"event":{"data":{"stdout":"<base64>"}}} without a JSON parse: output
+ * moves in many such frames, and a parse per frame would allocate their whole size again. */
+static int fast_data(stream *s, const char *data, size_t len, int *handled)
+{
+	static const char pre[] = "{\"event\":{\"data\":{\"std";
+	static const char post[] = "\"}}}";
+	size_t pl = sizeof(pre) - 1, ql = sizeof(post) - 1;
+	*handled = 0;
+	if (len < pl + 9 + ql || memcmp(data, pre, pl) != 0)
+		return 1;
+	uint32_t which;
+	if (memcmp(data + pl, "out\":\"", 6) == 0)
+		which = SBX_STREAM_STDOUT;
+	else if (memcmp(data + pl, "err\":\"", 6) == 0)
+		which = SBX_STREAM_STDERR;
+	else
+		return 1;
+	const char *b = data + pl + 6;
+	size_t bl = len - pl - 6 - ql;
+	if (memcmp(b + bl, post, ql) != 0 || memchr(b, '"', bl) || memchr(b, '\\', bl))
+		return 1;
+	*handled = 1;
+	return push(s, which, b, bl);
+}
+
 static int frame(stream *s, unsigned flags, const char *data, size_t len)
 {
+	if (!(flags & 2)) {
+		int handled;
+		int ok = fast_data(s, data, len, &handled);
+		if (handled)
+			return ok;
+	}
 	json_t *j = json_loadb(data, len, 0, NULL);
 	if (!j)
 		return 0;
@@ -158,23 +216,8 @@ static int frame(stream *s, unsigned flags, const char *data, size_t len)
 		static const char *names[] = {"stdout", "stderr"};
 		for (int k = 0; k < 2; k++) {
 			const char *b = json_string_value(json_object_get(x, names[k]));
-			if (!b || !s->req || s->sink_rc)
-				continue;
-			size_t bl = strlen(b);
-			unsigned char *out = malloc(bl / 4 * 3 + 3);
-			if (!out) {
-				s->oom = 1;
-				json_decref(j);
-				return 0;
-			}
-			size_t n = b64decode(b, out);
-			int rc =
-			    n ? s->req->output(s->req->output_ctx,
-					       k ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT, out, n)
-			      : SBX_OK;
-			free(out);
-			if (rc != SBX_OK) {
-				s->sink_rc = rc;
+			if (b &&
+			    !push(s, k ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT, b, strlen(b))) {
 				json_decref(j);
 				return 0;
 			}
@@ -337,6 +380,7 @@ static int kill_group(e2_state *st, const e2_target *t, uint32_t pid, const char
 		    stream_call(st, t, "process.Process/Start", body, NULL, 30000, 30000, &s, &oom);
 	free(body);
 	free(s.buf);
+	free(s.dec);
 	return cc == CURLE_OK ? SBX_OK : SBX_E_BACKEND;
 }
 
@@ -437,6 +481,7 @@ kill:
 		kill_group(st, &t, s.pid, token, in_path);
 out:
 	free(s.buf);
+	free(s.dec);
 	free(body);
 	return rc;
 }
@@ -480,7 +525,7 @@ int sbx__e2_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	if (req->has_stdin) {
 		snprintf(in_path, sizeof(in_path), "/tmp/.sbx-stdin-%s", token);
 		rc = sbx__e2_write_file(st, id, in_path, req->stdin_data ? req->stdin_data : "",
-					req->stdin_len, 0600, err);
+					req->stdin_len, 0, err);
 		if (rc != SBX_OK)
 			goto out;
 	}
