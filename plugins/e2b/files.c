@@ -10,6 +10,28 @@
 
 #define host sbx__e2_host
 
+/* A relative path is resolved by envd against the user's home, the sandbox's work dir; like
+ * the docker backend, '..' may not lead out of it. Absolute paths name the VM's own files. */
+static int path_ok(const char *op, const char *path, sbx_error *err)
+{
+	if (!path || !*path)
+		return host->set_error(err, SBX_E_PATH, "e2b: %s: empty path", op);
+	if (path[0] == '/')
+		return SBX_OK;
+	for (const char *p = path; *p;) {
+		size_t l = strcspn(p, "/");
+		if (l == 2 && p[0] == '.' && p[1] == '.')
+			return host->set_error(err, SBX_E_PATH,
+					       "e2b: %s: '%.200s' leaves the work dir (no '..' in "
+					       "relative paths)",
+					       op, path);
+		p += l;
+		while (*p == '/')
+			p++;
+	}
+	return SBX_OK;
+}
+
 static int files_url(const e2_target *t, const char *path, char *url, size_t cap)
 {
 	char *esc = curl_easy_escape(NULL, path, 0);
@@ -100,6 +122,9 @@ out:
 int sbx__e2_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
 		      sbx_error *err)
 {
+	int prc = path_ok("read", path, err);
+	if (prc != SBX_OK)
+		return prc;
 	e2_resp r = {0};
 	int rc = transfer(state, id, path, NULL, 0, &r, "read", err);
 	if (rc == SBX_OK) {
@@ -121,6 +146,9 @@ int sbx__e2_read_file(void *state, const char *id, const char *path, void **data
 int sbx__e2_write_file(void *state, const char *id, const char *path, const void *data, size_t len,
 		       uint32_t mode, sbx_error *err)
 {
+	int prc = path_ok("write", path, err);
+	if (prc != SBX_OK)
+		return prc;
 	e2_resp r = {0};
 	int rc = transfer(state, id, path, data ? data : "", len, &r, "write", err);
 	sbx__e2_resp_free(&r);
@@ -200,6 +228,9 @@ static int fs_call(e2_state *st, const char *id, const char *method, json_t *req
 int sbx__e2_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
 		      sbx_error *err)
 {
+	int prc = path_ok("stat", path, err);
+	if (prc != SBX_OK)
+		return prc;
 	json_t *resp = NULL;
 	int rc = fs_call(state, id, "filesystem.Filesystem/Stat", json_pack("{s:s}", "path", path),
 			 &resp, "stat", path, err);
@@ -227,6 +258,9 @@ static int list(e2_state *st, const char *id, const char *path, json_t **entries
 int sbx__e2_list_dir(void *state, const char *id, const char *path, sbx_file_info **entries,
 		     size_t *n, sbx_error *err)
 {
+	int prc = path_ok("list", path, err);
+	if (prc != SBX_OK)
+		return prc;
 	json_t *arr = NULL;
 	int rc = list(state, id, path, &arr, err);
 	if (rc != SBX_OK)
@@ -248,6 +282,9 @@ int sbx__e2_list_dir(void *state, const char *id, const char *path, sbx_file_inf
 int sbx__e2_make_dir(void *state, const char *id, const char *path, uint32_t parents,
 		     sbx_error *err)
 {
+	int prc = path_ok("mkdir", path, err);
+	if (prc != SBX_OK)
+		return prc;
 	sbx_file_info fi;
 	sbx_error e = {0};
 	int rc = sbx__e2_stat_file(state, id, path, &fi, &e);
@@ -292,6 +329,9 @@ int sbx__e2_make_dir(void *state, const char *id, const char *path, uint32_t par
 int sbx__e2_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
 			sbx_error *err)
 {
+	int prc = path_ok("remove", path, err);
+	if (prc != SBX_OK)
+		return prc;
 	sbx_file_info fi;
 	int rc = sbx__e2_stat_file(state, id, path, &fi, err);
 	if (rc != SBX_OK)
