@@ -4,6 +4,7 @@
  * work dir; see files.c. */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 #include "local.h"
+
+#define STAGING_PREFIX ".new-"
 
 const sbx_host_api *sbx__local_host;
 
@@ -146,24 +149,38 @@ static int local_create(void *state, const sbx_create_spec *spec, char *id_buf, 
 		return H->set_error(err, SBX_E_IO, "local: create: getrandom: %s", strerror(errno));
 	for (size_t i = 0; i < sizeof(raw); i++)
 		snprintf(id_buf + 2 * i, 3, "%02x", raw[i]);
-	char dir[1200], work[1200];
+	/* The sandbox is built under a staging name and renamed into place with its labels
+	 * already written, so a process killed mid-create never leaves an unlabelled sandbox
+	 * that gc could not find; a staging folder whose creator died is swept by
+	 * list_by_label. */
+	char dir[1200], staging[1200], work[1300];
 	int rc = sbx__local_path(st, id_buf, NULL, dir, sizeof(dir), err);
-	if (rc == SBX_OK)
-		rc = sbx__local_path(st, id_buf, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
 		return rc;
-	if (mkdir(dir, 0700) != 0 || mkdir(work, 0700) != 0) {
+	int n = snprintf(staging, sizeof(staging), "%s/%s%ld-%s", st->root, STAGING_PREFIX,
+			 (long)getpid(), id_buf);
+	if (n < 0 || (size_t)n >= sizeof(staging))
+		return H->set_error(err, SBX_E_INVAL, "local: sandbox path too long");
+	snprintf(work, sizeof(work), "%s/work", staging);
+	if (mkdir(staging, 0700) != 0 || mkdir(work, 0700) != 0) {
 		rc = H->set_error(err, SBX_E_IO, "local: create: cannot create %s: %s", work,
 				  strerror(errno));
+		sbx__local_rmtree(staging);
 		goto fail;
 	}
-	rc = sbx__local_meta_write(st, id_buf, spec, err);
-	if (rc == SBX_OK)
-		rc = sbx__local_cg_sandbox(st, id_buf, err);
+	rc = sbx__local_meta_write(staging, spec, err);
+	if (rc == SBX_OK && rename(staging, dir) != 0)
+		rc = H->set_error(err, SBX_E_IO, "local: create: cannot rename %s: %s", staging,
+				  strerror(errno));
+	if (rc != SBX_OK) {
+		sbx__local_rmtree(staging);
+		goto fail;
+	}
+	rc = sbx__local_cg_sandbox(st, id_buf, err);
 	if (rc == SBX_OK)
 		return SBX_OK;
-fail:
 	sbx__local_rmtree(dir);
+fail:
 	id_buf[0] = '\0';
 	return rc;
 }
@@ -227,6 +244,19 @@ static int local_resume(void *state, const char *id, sbx_error *err)
 	return rc != SBX_OK ? rc : sbx__local_cg_freeze(state, id, 0, err);
 }
 
+/* Removes a staging folder ".new-<pid>-<id>" whose creating process no longer exists. */
+static void sweep_staging(const local_state *st, const char *name)
+{
+	char *end = NULL;
+	long pid = strtol(name + strlen(STAGING_PREFIX), &end, 10);
+	if (pid <= 0 || !end || *end != '-' || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+		return;
+	char path[1200];
+	int n = snprintf(path, sizeof(path), "%s/%s", st->root, name);
+	if (n > 0 && (size_t)n < sizeof(path))
+		sbx__local_rmtree(path);
+}
+
 static int local_list_by_label(void *state, const char *key, const char *value, sbx_id_fn fn,
 			       void *ctx, sbx_error *err)
 {
@@ -239,9 +269,14 @@ static int local_list_by_label(void *state, const char *key, const char *value, 
 					  st->root, strerror(errno));
 	int rc = SBX_OK;
 	struct dirent *e;
-	while (rc == SBX_OK && (e = readdir(d)))
+	while (rc == SBX_OK && (e = readdir(d))) {
+		if (strncmp(e->d_name, STAGING_PREFIX, strlen(STAGING_PREFIX)) == 0) {
+			sweep_staging(st, e->d_name);
+			continue;
+		}
 		if (id_ok(e->d_name) && sbx__local_meta_has_label(st, e->d_name, key, value))
 			rc = fn(ctx, e->d_name);
+	}
 	closedir(d);
 	return rc;
 }

@@ -77,8 +77,8 @@ int sbx__local_rmtree(const char *path);
 
 /* ---- meta.c: <root>/<id>/meta.json */
 /* Writes created time, labels and env. */
-int sbx__local_meta_write(const local_state *st, const char *id, const sbx_create_spec *spec,
-			  sbx_error *err);
+/* Writes DIR/meta.json (labels, env, created time) atomically. */
+int sbx__local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err);
 /* Environment saved at create: a NULL-terminated array of "K=V" strings from malloc (free
  * with sbx__local_strv_free); *out NULL when there is none. */
 int sbx__local_meta_env(const local_state *st, const char *id, char ***out, sbx_error *err);

@@ -10,15 +10,15 @@
 
 #include "local.h"
 
-int sbx__local_meta_write(const local_state *st, const char *id, const sbx_create_spec *spec,
-			  sbx_error *err)
+int sbx__local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err)
 {
 	const sbx_host_api *h = sbx__local_host;
 	char path[1200], tmp[1210];
-	int rc = sbx__local_path(st, id, "meta.json", path, sizeof(path), err);
-	if (rc != SBX_OK)
-		return rc;
-	int n = snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int rc;
+	int n = snprintf(path, sizeof(path), "%s/meta.json", dir);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return h->set_error(err, SBX_E_INVAL, "local: create: metadata path too long");
+	n = snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	if (n < 0 || (size_t)n >= sizeof(tmp))
 		return h->set_error(err, SBX_E_INVAL, "local: create: metadata path too long");
 	rc = SBX_E_NOMEM;

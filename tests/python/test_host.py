@@ -74,9 +74,14 @@ class HostTest(unittest.TestCase):
         self.host.destroy(other)  # already gone: success
 
     def test_bad_config_names_the_key(self):
+        # Plugin keys are checked when the plugin starts: at the first create.
+        with sbx.Host({"data_source": {"sandbox": {"type": "local", "no_such_key": 1}}}) as h:
+            with self.assertRaises(sbx.ConfigError) as cm:
+                h.create()
+        self.assertIn("unknown key 'no_such_key' for sandbox type 'local'", cm.exception.message)
         with self.assertRaises(sbx.ConfigError) as cm:
-            sbx.Host({"data_source": {"sandbox": {"type": "local", "no_such_key": 1}}})
-        self.assertIn("no_such_key", cm.exception.message)
+            sbx.Host({"data_source": {"sandbox": {"type": "local", "timeout": -1}}})
+        self.assertIn("'timeout' is -1", cm.exception.message)
 
 
 if __name__ == "__main__":
