@@ -210,3 +210,34 @@ Test(e2b, template_map_then_plain_names_choose_the_template)
 	cr_assert_eq(sbx_destroy(h, other, &err), SBX_OK, "%s", err.message);
 	memcpy(id, keep, sizeof(id));
 }
+
+Test(e2b, a_background_child_holding_stdout_does_not_keep_the_call_open)
+{
+	/* The wrapper drains for 100 ms after the command exits, then kills what is left. */
+	sbx_exec_result *r = run("sleep 119 & echo done; exit 3", 30.0, NULL, 0);
+	cr_assert_eq(r->timed_out, 0);
+	cr_assert_eq(r->exit_code, 3);
+	cr_assert_str_eq(r->stdout_text, "done\n");
+	sbx_exec_result_free(r);
+	r = run("ps -eo args | grep -c '^sleep 119$'", 0, NULL, 0);
+	cr_assert_str_eq(r->stdout_text, "0\n", "survivors: %s", r->stdout_text);
+	sbx_exec_result_free(r);
+}
+
+Test(e2b, dotdot_in_a_relative_path_is_refused)
+{
+	sbx_error err = {0};
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(sbx_read_file(h, id, "a/../../etc/passwd", &data, &len, &err), SBX_E_PATH);
+	cr_assert(strstr(err.message, "e2b: read: 'a/../../etc/passwd' leaves the work dir"), "%s",
+		  err.message);
+	cr_assert_eq(sbx_write_file(h, id, "../x", "x", 1, 0, &err), SBX_E_PATH);
+	sbx_file_info fi;
+	SBX_INIT_HEADER(fi);
+	cr_assert_eq(sbx_stat(h, id, "..", &fi, &err), SBX_E_PATH);
+	/* '..' inside a name is an ordinary name. */
+	cr_assert_eq(sbx_write_file(h, id, "a..b", "y", 1, 0, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_stat(h, id, "a..b", &fi, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(fi.size, 1);
+}
