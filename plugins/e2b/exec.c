@@ -12,11 +12,17 @@
 
 #define host sbx__e2_host
 
-/* Kills, in one pass, every process whose environment carries SBX_EXEC_TOKEN=$T (those that
- * left the group with setsid or a double fork); GNU grep -z reads /proc/PID/environ as lines. */
-#define SWEEP                                                                                \
-	"for f in $(grep -lzx \"SBX_EXEC_TOKEN=$T\" /proc/[0-9]*/environ 2>/dev/null); do\n" \
-	"  f=${f#/proc/}; kill -9 \"${f%/environ}\" 2>/dev/null\n"                           \
+/* Kills every process whose environment carries SBX_EXEC_TOKEN=$T (every descendant of the
+ * command, including those that left the group with setsid or a double fork; GNU grep -z
+ * reads /proc/PID/environ as lines), and repeats until none is left (a process that forked
+ * during a pass, or a killed one not yet gone), for at most about a second. */
+#define SWEEP                                                                            \
+	"n=0\n"                                                                          \
+	"while [ \"$n\" -lt 20 ]; do\n"                                                  \
+	"  l=$(grep -lzx \"SBX_EXEC_TOKEN=$T\" /proc/[0-9]*/environ 2>/dev/null)\n"      \
+	"  [ -z \"$l\" ] && break\n"                                                     \
+	"  for f in $l; do f=${f#/proc/}; kill -9 \"${f%/environ}\" 2>/dev/null; done\n" \
+	"  n=$((n + 1)); sleep 0.05 2>/dev/null\n"                                       \
 	"done\n"
 
 /* argv: sbx-exec STDIN_FILE MODE(s|a) TOKEN CMD... ; $$ is the pid envd reports. The token
@@ -411,8 +417,26 @@ fail:
 	return NULL;
 }
 
-static int kill_group(e2_state *st, const e2_target *t, uint32_t pid, const char *token,
-		      const char *in_path)
+/* When the killer cannot run (envd refuses a Start), SendSignal SIGKILL to the wrapper is the
+ * last resort: it stops the leader at least, as E2B's SDK does. */
+static void kill_leader(e2_state *st, const char *id, uint32_t pid)
+{
+	sbx_error e = {0};
+	char code[32] = "";
+	json_t *resp = NULL;
+	json_t *req = json_pack("{s:{s:I},s:s}", "process", "pid", (json_int_t)pid, "signal",
+				"SIGNAL_SIGKILL");
+	if (!req)
+		return;
+	if (sbx__e2_unary(st, id, "process.Process/SendSignal", req, &resp, code, "kill", &e) !=
+	    SBX_OK)
+		host->log(SBX_LOG_WARN, E2_ALIAS, "exec: cannot kill pid %u: %s", pid, e.message);
+	json_decref(resp);
+	json_decref(req);
+}
+
+static int kill_group(e2_state *st, const char *id, const e2_target *t, uint32_t pid,
+		      const char *token, const char *in_path)
 {
 	char pidbuf[16];
 	snprintf(pidbuf, sizeof(pidbuf), "%u", pid);
@@ -432,7 +456,11 @@ static int kill_group(e2_state *st, const e2_target *t, uint32_t pid, const char
 	free(body);
 	free(s.buf);
 	free(s.dec);
-	return cc == CURLE_OK ? SBX_OK : SBX_E_BACKEND;
+	if (cc != CURLE_OK || !s.ended) {
+		kill_leader(st, id, pid);
+		return SBX_E_BACKEND;
+	}
+	return SBX_OK;
 }
 
 static int map_rpc_error(const char *code)
@@ -529,7 +557,7 @@ static int run(e2_state *st, const char *id, const char *const *argv, const char
 	goto out;
 kill:
 	if (s.started && !s.ended && token)
-		kill_group(st, &t, s.pid, token, in_path);
+		kill_group(st, id, &t, s.pid, token, in_path);
 out:
 	free(s.buf);
 	free(s.dec);
