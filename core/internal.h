@@ -3,7 +3,8 @@
  * Modules: yaml.c (YAML -> node tree), registry.c (alias -> .so), loader.c (dlopen and the
  * handshake; the only user of <dlfcn.h>), config.c (data sources, policies, plugin configs),
  * host_api.c (the services table plugins get), spool.c (per-call output files and display
- * copies), host.c (sbx_host and routing). */
+ * copies), host.c (sbx_host and routing), ledger.c (SQLite ledger, ledger.h), gc.c (listing
+ * and reaping, gc.h), session.c (NexAU-style sessions). */
 #ifndef SBX_INTERNAL_H
 #define SBX_INTERNAL_H
 

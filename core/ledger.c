@@ -11,7 +11,7 @@
 
 #include "ledger.h"
 
-#define LEDGER_SCHEMA_VERSION 1
+#define LEDGER_SCHEMA_VERSION 2
 
 struct sbx__ledger {
 	sqlite3 *db;
@@ -35,6 +35,20 @@ static const char *const migrations[] = {
     " error TEXT NOT NULL DEFAULT '',"
     " updated INTEGER NOT NULL);"
     "CREATE INDEX sandboxes_id ON sandboxes(id);",
+    /* 2: sessions (user, session) -> sandbox; assets are NUL-terminated host and sandbox
+     * paths, alternating. */
+    "CREATE TABLE sessions ("
+    " user_id TEXT NOT NULL,"
+    " session_id TEXT NOT NULL,"
+    " sandbox_id TEXT NOT NULL,"
+    " data_source TEXT NOT NULL DEFAULT '',"
+    " image TEXT NOT NULL DEFAULT '',"
+    " ttl INTEGER NOT NULL DEFAULT 0,"
+    " state TEXT NOT NULL,"
+    " assets BLOB,"
+    " created INTEGER NOT NULL,"
+    " updated INTEGER NOT NULL,"
+    " PRIMARY KEY (user_id, session_id));",
 };
 
 static int db_error(sbx__ledger *led, sbx_error *err, const char *what)
@@ -131,9 +145,10 @@ void sbx__ledger_close(sbx__ledger *led)
 	sbx__free(led);
 }
 
-/* Runs one statement with text/int parameters given as a format: 's' text, 'i' int64. */
-static int run(sbx__ledger *led, sbx_error *err, const char *what, const char *sql,
-	       const char *types, ...)
+/* Runs one statement with parameters given as a format: 's' text, 'i' int64, 'b' blob (a
+ * pointer and a size_t length). *changes (may be NULL) gets the rows it changed. */
+static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
+		       const char *sql, const char *types, va_list ap)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = SBX_OK;
@@ -142,21 +157,45 @@ static int run(sbx__ledger *led, sbx_error *err, const char *what, const char *s
 		rc = db_error(led, err, what);
 		goto out;
 	}
-	va_list ap;
-	va_start(ap, types);
 	for (int i = 0; types[i]; i++) {
-		if (types[i] == 's')
+		if (types[i] == 's') {
 			sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1,
 					  SQLITE_TRANSIENT);
-		else
+		} else if (types[i] == 'b') {
+			const void *data = va_arg(ap, const void *);
+			size_t len = va_arg(ap, size_t);
+			sqlite3_bind_blob64(st, i + 1, data, len, SQLITE_TRANSIENT);
+		} else {
 			sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+		}
 	}
-	va_end(ap);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		rc = db_error(led, err, what);
+	else if (changes)
+		*changes = sqlite3_changes(led->db);
 out:
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&led->lock);
+	return rc;
+}
+
+static int run(sbx__ledger *led, sbx_error *err, const char *what, const char *sql,
+	       const char *types, ...)
+{
+	va_list ap;
+	va_start(ap, types);
+	int rc = run_changes(led, err, NULL, what, sql, types, ap);
+	va_end(ap);
+	return rc;
+}
+
+static int run_counted(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
+		       const char *sql, const char *types, ...)
+{
+	va_list ap;
+	va_start(ap, types);
+	int rc = run_changes(led, err, changes, what, sql, types, ap);
+	va_end(ap);
 	return rc;
 }
 
@@ -300,4 +339,176 @@ int sbx__ledger_owner_alive(const sbx__ledger_row *row, const char *this_host)
 		return 1;
 	int64_t start = sbx__process_start_time(row->owner_pid);
 	return start != 0 && start == row->owner_start;
+}
+
+/* ---- sessions */
+
+void sbx__session_row_clear(sbx__session_row *row)
+{
+	sbx__free(row->assets);
+	row->assets = NULL;
+	row->assets_len = 0;
+}
+
+static int read_session(sqlite3_stmt *st, sbx__session_row *r)
+{
+	memset(r, 0, sizeof(*r));
+	copy_col(r->user_id, sizeof(r->user_id), st, 0);
+	copy_col(r->session_id, sizeof(r->session_id), st, 1);
+	copy_col(r->sandbox_id, sizeof(r->sandbox_id), st, 2);
+	copy_col(r->data_source, sizeof(r->data_source), st, 3);
+	copy_col(r->image, sizeof(r->image), st, 4);
+	r->ttl = sqlite3_column_int64(st, 5);
+	copy_col(r->state, sizeof(r->state), st, 6);
+	const void *blob = sqlite3_column_blob(st, 7);
+	int len = sqlite3_column_bytes(st, 7);
+	r->created = sqlite3_column_int64(st, 8);
+	r->updated = sqlite3_column_int64(st, 9);
+	if (blob && len > 0) {
+		/* One NUL more, so a truncated blob still ends in a string. */
+		r->assets = sbx__alloc((size_t)len + 1);
+		if (!r->assets)
+			return SBX_E_NOMEM;
+		memcpy(r->assets, blob, (size_t)len);
+		r->assets[len] = '\0';
+		r->assets_len = (size_t)len;
+	}
+	return SBX_OK;
+}
+
+#define SESSION_COLUMNS                                                                   \
+	"SELECT user_id, session_id, sandbox_id, data_source, image, ttl, state, assets," \
+	" created, updated FROM sessions"
+
+/* Reads the sessions matching (user, session), or all of them when user is NULL. */
+static int select_sessions(sbx__ledger *led, const char *user, const char *session,
+			   sbx__session_row **out, size_t *n_out, sbx_error *err)
+{
+	sbx__session_row *rows = NULL;
+	size_t n = 0, cap = 0;
+	sqlite3_stmt *st = NULL;
+	int rc = SBX_OK;
+	const char *sql = user ? SESSION_COLUMNS " WHERE user_id = ? AND session_id = ?"
+			       : SESSION_COLUMNS " ORDER BY created, rowid";
+	pthread_mutex_lock(&led->lock);
+	if (sqlite3_prepare_v2(led->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		rc = db_error(led, err, "read sessions");
+		goto out;
+	}
+	if (user) {
+		sqlite3_bind_text(st, 1, user, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 2, session, -1, SQLITE_TRANSIENT);
+	}
+	int step;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			sbx__session_row *nr = sbx__realloc(rows, ncap * sizeof(*rows));
+			if (!nr) {
+				rc = sbx__set_error(err, SBX_E_NOMEM, "ledger: out of memory");
+				break;
+			}
+			rows = nr;
+			cap = ncap;
+		}
+		if (read_session(st, &rows[n]) != SBX_OK) {
+			rc = sbx__set_error(err, SBX_E_NOMEM, "ledger: out of memory");
+			break;
+		}
+		n++;
+	}
+	if (rc == SBX_OK && step != SQLITE_DONE)
+		rc = db_error(led, err, "read sessions");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&led->lock);
+	if (rc != SBX_OK) {
+		sbx__session_rows_free(rows, n);
+		rows = NULL;
+		n = 0;
+	}
+	*out = rows;
+	*n_out = n;
+	return rc;
+}
+
+void sbx__session_rows_free(sbx__session_row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sbx__session_row_clear(&rows[i]);
+	sbx__free(rows);
+}
+
+int sbx__session_load(sbx__ledger *led, const char *user, const char *session,
+		      sbx__session_row *out, sbx_error *err)
+{
+	sbx__session_row *rows = NULL;
+	size_t n = 0;
+	memset(out, 0, sizeof(*out));
+	int rc = select_sessions(led, user, session, &rows, &n, err);
+	if (rc != SBX_OK)
+		return rc;
+	if (n == 0) {
+		sbx__free(rows);
+		return SBX_E_NOT_FOUND;
+	}
+	*out = rows[0];
+	for (size_t i = 1; i < n; i++)
+		sbx__session_row_clear(&rows[i]);
+	sbx__free(rows);
+	return SBX_OK;
+}
+
+int sbx__session_all(sbx__ledger *led, sbx__session_row **rows, size_t *n, sbx_error *err)
+{
+	return select_sessions(led, NULL, NULL, rows, n, err);
+}
+
+int sbx__session_insert(sbx__ledger *led, const sbx__session_row *r, int *inserted, sbx_error *err)
+{
+	int64_t t = now();
+	return run_counted(led, err, inserted, "record session",
+			   "INSERT OR IGNORE INTO sessions (user_id, session_id, sandbox_id,"
+			   " data_source, image, ttl, state, assets, created, updated)"
+			   " VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+			   "sssssibii", r->user_id, r->session_id, r->sandbox_id, r->data_source,
+			   r->image, r->ttl, (const void *)r->assets, r->assets_len, t, t);
+}
+
+int sbx__session_replace(sbx__ledger *led, const sbx__session_row *r, const char *old_id,
+			 int *replaced, sbx_error *err)
+{
+	return run_counted(led, err, replaced, "update session",
+			   "UPDATE sessions SET sandbox_id = ?, data_source = ?, image = ?,"
+			   " ttl = ?, state = 'running', assets = ?, updated = ?"
+			   " WHERE user_id = ? AND session_id = ? AND sandbox_id = ?",
+			   "sssibisss", r->sandbox_id, r->data_source, r->image, r->ttl,
+			   (const void *)r->assets, r->assets_len, now(), r->user_id, r->session_id,
+			   old_id);
+}
+
+int sbx__session_set_state(sbx__ledger *led, const char *user, const char *session,
+			   const char *state, sbx_error *err)
+{
+	return run(led, err, "update session state",
+		   "UPDATE sessions SET state = ?, updated = ? WHERE user_id = ? AND"
+		   " session_id = ?",
+		   "siss", state, now(), user, session);
+}
+
+int sbx__session_set_assets(sbx__ledger *led, const char *user, const char *session,
+			    const char *assets, size_t len, sbx_error *err)
+{
+	return run(led, err, "update session assets",
+		   "UPDATE sessions SET assets = ?, updated = ? WHERE user_id = ? AND"
+		   " session_id = ?",
+		   "biss", (const void *)assets, len, now(), user, session);
+}
+
+int sbx__session_delete(sbx__ledger *led, const char *user, const char *session, int *deleted,
+			sbx_error *err)
+{
+	return run_counted(led, err, deleted, "forget session",
+			   "DELETE FROM sessions WHERE user_id = ? AND session_id = ?", "ss", user,
+			   session);
 }

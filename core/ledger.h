@@ -61,4 +61,43 @@ int64_t sbx__process_start_time(int64_t pid);
  * detached row, or a row owned by another host, counts as alive: only TTL governs it. */
 int sbx__ledger_owner_alive(const sbx__ledger_row *row, const char *this_host);
 
+/* ---- sessions (session.c): (user_id, session_id) -> sandbox */
+
+typedef struct sbx__session_row {
+	char user_id[256];
+	char session_id[256];
+	char sandbox_id[SBX_ID_MAX];
+	char data_source[128];
+	char image[256];
+	int64_t ttl;
+	char state[16]; /* running, paused */
+	int64_t created;
+	int64_t updated;
+	char *assets; /* NUL-terminated host and sandbox paths, alternating; owned */
+	size_t assets_len;
+} sbx__session_row;
+
+/* Frees the row's assets (the row itself is the caller's). */
+void sbx__session_row_clear(sbx__session_row *row);
+void sbx__session_rows_free(sbx__session_row *rows, size_t n);
+/* SBX_E_NOT_FOUND (err untouched) when there is no such session. */
+int sbx__session_load(sbx__ledger *led, const char *user, const char *session,
+		      sbx__session_row *out, sbx_error *err);
+/* Every session, oldest first; free with sbx__session_rows_free. */
+int sbx__session_all(sbx__ledger *led, sbx__session_row **rows, size_t *n, sbx_error *err);
+/* Records a new session in state running; *inserted 0 when one with that key exists. */
+int sbx__session_insert(sbx__ledger *led, const sbx__session_row *row, int *inserted,
+			sbx_error *err);
+/* Points the session at row->sandbox_id (state running) if it still names old_id;
+ * *replaced 0 when another process got there first. */
+int sbx__session_replace(sbx__ledger *led, const sbx__session_row *row, const char *old_id,
+			 int *replaced, sbx_error *err);
+int sbx__session_set_state(sbx__ledger *led, const char *user, const char *session,
+			   const char *state, sbx_error *err);
+int sbx__session_set_assets(sbx__ledger *led, const char *user, const char *session,
+			    const char *assets, size_t len, sbx_error *err);
+/* *deleted 0 when there was no such session. */
+int sbx__session_delete(sbx__ledger *led, const char *user, const char *session, int *deleted,
+			sbx_error *err);
+
 #endif

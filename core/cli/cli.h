@@ -55,5 +55,6 @@ int cmd_file(const cli_globals *g, int argc, char **argv);
 int cmd_ls(const cli_globals *g, int argc, char **argv);
 int cmd_gc(const cli_globals *g, int argc, char **argv);
 int cmd_rollout(const cli_globals *g, int argc, char **argv);
+int cmd_session(const cli_globals *g, int argc, char **argv); /* start, pause, end, show, ls */
 
 #endif

@@ -21,6 +21,7 @@ static const char usage_text[] =
     "  ls            list sandboxes in the ledger\n"
     "  gc            delete sandboxes whose owner died or whose TTL passed\n"
     "  rollout       run a JSONL file of tasks, one sandbox per task\n"
+    "  session       start, pause, end, show sessions: (user, session) -> sandbox\n"
     "\n"
     "Run 'sbx COMMAND --help' for a command's options. Exit codes: 2 usage or bad input,\n"
     "124 timeout, 125 sbx or backend failure; exec returns the command's own status.\n";
@@ -261,6 +262,7 @@ int main(int argc, char **argv)
 	    {"ls", cmd_ls},
 	    {"gc", cmd_gc},
 	    {"rollout", cmd_rollout},
+	    {"session", cmd_session},
 	};
 	for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++)
 		if (strcmp(cmd, table[t].name) == 0)

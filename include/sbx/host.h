@@ -253,6 +253,78 @@ typedef void (*sbx_gc_fn)(void *ctx, const char *id, const char *reason, int sta
  * Never touches a sandbox whose owner is alive and whose TTL has not passed. */
 int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err);
 
+/* ---- sessions: (user_id, session_id) -> a sandbox that outlives the process (NexAU) ----
+ *
+ * A session is a ledger record keyed by (user_id, session_id) holding its sandbox id, the data
+ * source, image and TTL it was started with, its state and its assets: files copied from this
+ * machine into the sandbox. It never holds secrets: environment variables are not recorded
+ * (give them again on each start; a reconnected sandbox keeps the ones it was made with).
+ * Session sandboxes are created detached (see sbx_create_opts.detached): they survive the
+ * process that started them and only their TTL, or owner_pid, lets `sbx gc` reap them. */
+
+/* What sbx_session_start did. */
+#define SBX_SESSION_CREATED   0u /* no record: made a sandbox and uploaded the assets */
+#define SBX_SESSION_REUSED    1u /* the recorded sandbox is running: reconnected to it */
+#define SBX_SESSION_RESUMED   2u /* the recorded sandbox was paused: resumed it */
+#define SBX_SESSION_RECREATED 3u /* the recorded sandbox is gone: made a new one, re-uploaded */
+
+/* Starts or reconnects the session (user_id, session_id) and writes its sandbox id into
+ * id[SBX_ID_MAX]. Without a record it creates a sandbox from `opts` (may be NULL), uploads the
+ * assets and records all three. With a record it asks the backend for the recorded sandbox's
+ * status: running is reused, paused is resumed, gone or not found is replaced by a new
+ * sandbox (from `opts`, else the recorded data source, image and TTL) into which the assets
+ * are uploaded again. A backend without status is assumed running.
+ *
+ * `assets` (key: file on this machine, value: path in the sandbox) are regular files, resolved
+ * to absolute paths when recorded and uploaded with their permission bits. n_assets 0 keeps
+ * the recorded list; a non-empty list replaces it and is uploaded into a reconnected sandbox
+ * too. *outcome (may be NULL) is one of SBX_SESSION_*.
+ *
+ * Two processes starting one new session at once get the same sandbox: the loser of the race
+ * destroys the one it made. Errors: SBX_E_INVAL for empty ids, SBX_E_IO naming an unreadable
+ * asset (nothing is recorded and the new sandbox is destroyed), the create's or the backend's
+ * status otherwise. */
+int sbx_session_start(sbx_host *host, const char *user_id, const char *session_id,
+		      const sbx_create_opts *opts, const sbx_kv *assets, uint32_t n_assets,
+		      char id[SBX_ID_MAX], uint32_t *outcome, sbx_error *err);
+
+/* Pauses the session's sandbox and marks the record paused; the next start resumes it. The
+ * record is kept whatever happens. SBX_E_NOT_FOUND when there is no such session; the
+ * backend's pause status otherwise (SBX_E_UNSUPPORTED where it cannot pause, record unchanged). */
+int sbx_session_pause(sbx_host *host, const char *user_id, const char *session_id, sbx_error *err);
+
+/* Destroys the session's sandbox (one already gone is fine) and forgets the record.
+ * SBX_E_NOT_FOUND when there is no such session; when the destroy fails the record is kept
+ * and its status returned. */
+int sbx_session_end(sbx_host *host, const char *user_id, const char *session_id, sbx_error *err);
+
+/* One session record. Strings and the asset array are borrowed for the callback's duration. */
+typedef struct sbx_session_record {
+	SBX_STRUCT_HEADER;
+	const char *user_id;
+	const char *session_id;
+	const char *sandbox_id;  /* "<alias>:<backend-id>" */
+	const char *data_source; /* as given at start; "" for the default block */
+	const char *image;       /* "" for the backend's default */
+	const char *state;       /* running or paused (as last set through the session) */
+	int64_t ttl_seconds;     /* as given at start; 0: the data source's */
+	int64_t created;         /* unix seconds */
+	int64_t updated;
+	const sbx_kv *assets; /* key: absolute file on this machine, value: path in the sandbox */
+	uint32_t n_assets;
+	uint32_t reserved0;
+} sbx_session_record;
+
+/* Called once per record; a nonzero return stops the walk and is returned. */
+typedef int (*sbx_session_fn)(void *ctx, const sbx_session_record *rec);
+
+/* Calls fn with the record of (user_id, session_id); SBX_E_NOT_FOUND when there is none. */
+int sbx_session_get(sbx_host *host, const char *user_id, const char *session_id, sbx_session_fn fn,
+		    void *ctx, sbx_error *err);
+
+/* Calls fn for every session record, oldest first. */
+int sbx_session_list(sbx_host *host, sbx_session_fn fn, void *ctx, sbx_error *err);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -133,6 +133,9 @@ int k8s__conn_setup(const k8s_conn *conn, void *curl, struct curl_slist **header
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	/* HTTP/1.1 everywhere: exec needs it for the Upgrade, and REST handles are one-shot, so h2
+	 * would buy nothing. */
+	curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
 	/* Credentials only travel over TLS, as clientcmd does. */
 	if (!https)

@@ -163,13 +163,16 @@ int sbx__local_cg_sandbox(const local_state *st, const char *id, sbx_error *err)
 int sbx__local_cg_exec_new(const local_state *st, const char *id, char *buf, size_t cap,
 			   sbx_error *err)
 {
-	int rc = sbx__local_cg_sandbox(st, id, err);
-	if (rc != SBX_OK)
-		return rc;
 	unsigned k = atomic_fetch_add(&exec_counter, 1u);
 	int n = snprintf(buf, cap, "%s/%s/e%ld-%u", st->cg_root, id, (long)getpid(), k);
 	if (n < 0 || (size_t)n >= cap)
 		return sbx__local_host->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
+	if (mkdir(buf, 0755) == 0)
+		return SBX_OK;
+	/* The sandbox cgroup is made at create; it is missing after a reboot. */
+	int rc = sbx__local_cg_sandbox(st, id, err);
+	if (rc != SBX_OK)
+		return rc;
 	if (mkdir(buf, 0755) != 0)
 		return sbx__local_host->set_error(
 		    err, SBX_E_IO, "local: cannot create cgroup %s: %s", buf, strerror(errno));

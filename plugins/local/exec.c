@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,10 +276,13 @@ static void run_helper(const plan *p)
 	close(p->in_fd);
 	close(p->out_fd);
 	close(p->err_fd);
+	/* A pidfd wakes us the moment the command exits; without one, look every 5 ms. */
+	int cmd_fd = (int)syscall(SYS_pidfd_open, cmd, 0);
 	int reported = 0;
 	for (;;) {
-		struct pollfd pfd = {.fd = p->control_fd, .events = POLLIN};
-		int pr = poll(&pfd, 1, reported ? -1 : 5);
+		struct pollfd pfd[2] = {{.fd = p->control_fd, .events = POLLIN},
+					{.fd = reported ? -1 : cmd_fd, .events = POLLIN}};
+		int pr = poll(pfd, 2, reported || cmd_fd >= 0 ? -1 : 5);
 		int status;
 		pid_t w;
 		while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
@@ -288,17 +292,18 @@ static void run_helper(const plan *p)
 				reported = 1;
 			}
 		}
-		if (pr > 0)
+		if (pr > 0 && pfd[0].revents)
 			break;
 	}
 	kill(-cmd, SIGKILL);
 	for (int round = 0; round < 2000; round++) {
-		int killed = kill_descendants();
 		int status;
 		while (waitpid(-1, &status, WNOHANG) > 0)
 			;
-		if (killed == 0 && waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD)
+		/* No child left means no descendant left: every orphan is reparented to us. */
+		if (waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD)
 			break;
+		kill_descendants();
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}
@@ -369,21 +374,43 @@ static const char *strv_get(const strv *s, const char *key)
 	return NULL;
 }
 
-/* bash from PATH, else /bin/sh. */
+/* bash from PATH, else /bin/sh. The answer for the last PATH seen is kept: nearly every
+ * exec has the same one. */
+static pthread_mutex_t shell_lock = PTHREAD_MUTEX_INITIALIZER;
+static char shell_path_key[4096], shell_found[4200];
+
 static const char *find_shell(const char *path, char *buf, size_t cap)
 {
 	const char *dir = path ? path : "/usr/local/bin:/usr/bin:/bin";
-	for (;;) {
-		const char *end = strchr(dir, ':');
-		int dlen = end ? (int)(end - dir) : (int)strlen(dir);
-		int n = snprintf(buf, cap, "%.*s/bash", dlen, dir);
-		if (dlen > 0 && n > 0 && (size_t)n < cap && access(buf, X_OK) == 0)
-			return buf;
+	pthread_mutex_lock(&shell_lock);
+	int hit = shell_found[0] && strcmp(shell_path_key, dir) == 0;
+	if (hit)
+		snprintf(buf, cap, "%s", shell_found);
+	pthread_mutex_unlock(&shell_lock);
+	if (hit)
+		return buf;
+	const char *found = "/bin/sh";
+	for (const char *d = dir;;) {
+		const char *end = strchr(d, ':');
+		int dlen = end ? (int)(end - d) : (int)strlen(d);
+		int n = snprintf(buf, cap, "%.*s/bash", dlen, d);
+		if (dlen > 0 && n > 0 && (size_t)n < cap && access(buf, X_OK) == 0) {
+			found = buf;
+			break;
+		}
 		if (!end)
 			break;
-		dir = end + 1;
+		d = end + 1;
 	}
-	return "/bin/sh";
+	if (found != buf)
+		snprintf(buf, cap, "%s", found);
+	pthread_mutex_lock(&shell_lock);
+	if (strlen(dir) < sizeof(shell_path_key) && strlen(buf) < sizeof(shell_found)) {
+		snprintf(shell_path_key, sizeof(shell_path_key), "%s", dir);
+		snprintf(shell_found, sizeof(shell_found), "%s", buf);
+	}
+	pthread_mutex_unlock(&shell_lock);
+	return buf;
 }
 
 static int build_env(const local_state *st, const char *id, const char *cwd,
@@ -497,7 +524,7 @@ static void check_exit(const local_state *st, run *r)
 static void drain(const sbx_exec_request *req, run *r, int ms, int *out_rc)
 {
 	int64_t until = now_ms() + ms;
-	while (r->out_r >= 0 || r->err_r >= 0) {
+	while (*out_rc == 0 && (r->out_r >= 0 || r->err_r >= 0)) {
 		struct pollfd p[2] = {{.fd = r->out_r, .events = POLLIN},
 				      {.fd = r->err_r, .events = POLLIN}};
 		int64_t left = until - now_ms();
@@ -685,8 +712,11 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	int64_t deadline = req->timeout_ms ? start + (int64_t)req->timeout_ms : INT64_MAX;
 	int64_t drain_until = INT64_MAX;
 	int out_rc = 0;
+	int exit_ready = 1; /* look once before the first poll */
 	for (;;) {
-		check_exit(st, &r);
+		if (exit_ready || r.pidfd < 0)
+			check_exit(st, &r);
+		exit_ready = 0;
 		int64_t t = now_ms();
 		if (r.exited && drain_until == INT64_MAX) {
 			drain_until = t + st->drain_ms;
@@ -709,8 +739,9 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		if (r.in_w >= 0)
 			pf[io_in = np++] = (struct pollfd){.fd = r.in_w, .events = POLLOUT};
 		int ev = r.exited ? -1 : r.pidfd >= 0 ? r.pidfd : r.status_r;
+		int io_ev = -1;
 		if (ev >= 0)
-			pf[np++] = (struct pollfd){.fd = ev, .events = POLLIN};
+			pf[io_ev = np++] = (struct pollfd){.fd = ev, .events = POLLIN};
 		int64_t until = r.exited ? drain_until : deadline;
 		int64_t wait = until == INT64_MAX ? -1 : until - t;
 		if (!r.exited && ev < 0 && (wait < 0 || wait > 10))
@@ -719,6 +750,8 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 			wait = 1000000;
 		if (poll(pf, (nfds_t)np, (int)wait) < 0 && errno != EINTR)
 			break;
+		if (io_ev >= 0 && pf[io_ev].revents)
+			exit_ready = 1;
 		if (io_out >= 0 && pf[io_out].revents)
 			push(req, SBX_STREAM_STDOUT, &r.out_r, &out_rc);
 		if (io_err >= 0 && pf[io_err].revents)

@@ -371,19 +371,27 @@ CASE(truncation_exact)
  * returns within timeout + slack with the output so far, and nothing of the tree survives. */
 CASE(timeout_kills_escapees)
 {
+	/* Marker names carry this process's pid: other runs of the suite may be in their own
+	 * timeout window on the same machine. */
+	char cmd[600], check[200];
+	long me = (long)getpid();
+	snprintf(cmd, sizeof(cmd),
+		 "echo before; "
+		 "setsid sh -c 'sleep 2; echo x > conf-esc-%ld-1' & "
+		 "( ( sleep 2; echo x > conf-esc-%ld-2 ) & ); "
+		 "( sleep 2; echo x > conf-esc-%ld-3 ) & "
+		 "sleep 30; echo never",
+		 me, me, me);
+	snprintf(check, sizeof(check), "grep -las 'conf-es[c]-%ld-' /proc/[0-9]*/cmdline | wc -l",
+		 me);
 	double t0 = now_s();
-	sbx_exec_result *r = sh_in("echo before; "
-				   "setsid sh -c 'sleep 2; echo x > conf-esc-1' & "
-				   "( ( sleep 2; echo x > conf-esc-2 ) & ); "
-				   "( sleep 2; echo x > conf-esc-3 ) & "
-				   "sleep 30; echo never",
-				   1.0, NULL, 0);
+	sbx_exec_result *r = sh_in(cmd, 1.0, NULL, 0);
 	double took = now_s() - t0;
 	cr_assert_eq(r->timed_out, 1);
 	cr_assert_lt(took, 1.0 + slack(), "took %.3f s", took);
 	cr_assert_str_eq(r->stdout_text, "before\n");
 	release(r);
-	r = sh("grep -las 'conf-es[c]-' /proc/[0-9]*/cmdline | wc -l");
+	r = sh(check);
 	cr_assert_eq(atoi(r->stdout_text), 0, "survivors: %s", r->stdout_text);
 	release(r);
 	/* Past the escapees' sleep: none of them lived to write its marker. */

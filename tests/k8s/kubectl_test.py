@@ -81,14 +81,17 @@ class Kubectl(unittest.TestCase):
         with open(back, "rb") as f:
             self.assertEqual(f.read(), data)
 
+    @unittest.skipUnless(os.path.exists(BIN % 27), "kubectl 1.27 is not installed")
     def test_kubectl_1_27_rest(self):
         self.delete(27, self.lifecycle(27))
 
+    @unittest.skipUnless(os.path.exists(BIN % 29), "kubectl 1.29 is not installed")
     def test_kubectl_1_29_websocket(self):
         name = self.lifecycle(29)
         self.exec_and_cp(29, name, env={"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "true"})
         self.delete(29, name)
 
+    @unittest.skipUnless(os.path.exists(BIN % 33), "kubectl 1.33 is not installed")
     def test_kubectl_1_33_full(self):
         name = self.lifecycle(33)
         self.exec_and_cp(33, name)

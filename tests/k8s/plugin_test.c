@@ -505,3 +505,29 @@ Test(k8s, auth_token_file_named_context_and_in_cluster)
 	cr_assert_eq(desc.destroy(st, id, &err), SBX_OK, "%s", err.message);
 	desc.fini(st);
 }
+
+Test(k8s, every_connection_is_http_1_1_when_the_server_offers_h2)
+{
+	/* A second stand-in that offers h2 first in ALPN and drops connections that take it. */
+	char dir[1200], cmd[4096], kc[1300];
+	snprintf(dir, sizeof(dir), "%s-h2-%d", standin, (int)getpid());
+	snprintf(cmd, sizeof(cmd), "python3 %s/standin_ctl.py start %s --alpn-h2 >/dev/null",
+		 K8S_TEST_DIR, dir);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	snprintf(kc, sizeof(kc), "%s/kubeconfig", dir);
+	sbx_config cfg = {.keys = {"kubeconfig"}, .vals = {kc}, .n = 1};
+	void *st = NULL;
+	sbx_error err = {0};
+	char id[64];
+	int ok = desc.init(&cfg, &st, &err) == SBX_OK && create(st, "busybox", id, &err) == SBX_OK;
+	capture c;
+	sbx_exec_outcome out;
+	int ran = ok && run(st, id, "echo one-point-one", NULL, 0, 0, &c, &out, &err) == SBX_OK;
+	int gone = ok && desc.destroy(st, id, &err) == SBX_OK;
+	if (st)
+		desc.fini(st);
+	snprintf(cmd, sizeof(cmd), "python3 %s/standin_ctl.py stop %s", K8S_TEST_DIR, dir);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert(ok && ran && gone, "%s", err.message);
+	cr_assert_str_eq(c.out, "one-point-one\n");
+}

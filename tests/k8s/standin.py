@@ -979,6 +979,7 @@ def main():
     ap.add_argument("--history", type=int, default=100000)
     ap.add_argument("--namespace", default="sbx")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--alpn-h2", action="store_true")
     args = ap.parse_args()
     d = os.path.abspath(args.dir)
     args.dir = d
@@ -988,8 +989,10 @@ def main():
     STORE = Store(args)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(os.path.join(d, "server.crt"), os.path.join(d, "server.key"))
-    # A real apiserver offers h2 too; this one only speaks HTTP/1.1, so it says so in ALPN.
-    ctx.set_alpn_protocols(["http/1.1"])
+    # A real apiserver offers h2 too. This one only speaks HTTP/1.1; with --alpn-h2 it offers
+    # h2 first anyway and drops connections that take it, so a client that does not force
+    # HTTP/1.1 (fatal for the exec Upgrade on a real cluster) fails here as well.
+    ctx.set_alpn_protocols(["h2", "http/1.1"] if args.alpn_h2 else ["http/1.1"])
 
     class Server(ThreadingHTTPServer):
         daemon_threads = True
@@ -1002,6 +1005,9 @@ def main():
         def finish_request(self, request, client_address):
             try:
                 request.do_handshake()
+                if request.selected_alpn_protocol() == "h2":
+                    request.close()
+                    return
             except (OSError, ssl.SSLError):
                 return
             super().finish_request(request, client_address)

@@ -165,7 +165,7 @@ Test(ledger, schema_from_a_newer_sbx_is_refused_with_advice)
 	cr_assert_null(led);
 	char want[700];
 	snprintf(want, sizeof(want),
-		 "%s: ledger: schema version 99 is newer than this sbx (1); use a newer sbx or "
+		 "%s: ledger: schema version 99 is newer than this sbx (2); use a newer sbx or "
 		 "another SBX_STATE_DIR",
 		 db_path);
 	cr_assert_str_eq(err.message, want);

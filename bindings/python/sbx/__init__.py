@@ -9,8 +9,8 @@
 from .errors import (BackendError, BackendUnreachable, BadId, ConfigError, InfrastructureError,
                      InvalidArgument, PathError, PluginError, SandboxNotFound, SbxError,
                      Unsupported)
-from .host import AsyncHost, ExecResult, FileEntry, Host, PluginState
+from .host import AsyncHost, ExecResult, FileEntry, Host, PluginState, Session
 
-__all__ = ["Host", "AsyncHost", "ExecResult", "FileEntry", "PluginState", "SbxError",
+__all__ = ["Host", "AsyncHost", "ExecResult", "FileEntry", "PluginState", "Session", "SbxError",
            "InfrastructureError", "SandboxNotFound", "BackendUnreachable", "BackendError",
            "ConfigError", "PluginError", "BadId", "Unsupported", "PathError", "InvalidArgument"]

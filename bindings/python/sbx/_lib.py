@@ -88,6 +88,18 @@ class PluginInfo(ctypes.Structure):
                           ("description", ctypes.c_char_p), ("reason", ctypes.c_char_p)]
 
 
+class SessionRecord(ctypes.Structure):
+    _fields_ = _HEADER + [("user_id", ctypes.c_char_p), ("session_id", ctypes.c_char_p),
+                          ("sandbox_id", ctypes.c_char_p), ("data_source", ctypes.c_char_p),
+                          ("image", ctypes.c_char_p), ("state", ctypes.c_char_p),
+                          ("ttl_seconds", ctypes.c_int64), ("created", ctypes.c_int64),
+                          ("updated", ctypes.c_int64), ("assets", ctypes.POINTER(KV)),
+                          ("n_assets", ctypes.c_uint32), ("reserved0", ctypes.c_uint32)]
+
+
+SESSION_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(SessionRecord))
+SESSION_OUTCOMES = {0: "created", 1: "reused", 2: "resumed", 3: "recreated"}
+
 ID_MAX = 256
 STATE_NAMES = {0: "unknown", 1: "creating", 2: "running", 3: "paused", 4: "gone"}
 FILE_KINDS = {1: "file", 2: "dir", 3: "symlink", 4: "other"}
@@ -143,6 +155,11 @@ def lib():
         "sbx_pause": ([vp, cp, err], ctypes.c_int),
         "sbx_resume": ([vp, cp, err], ctypes.c_int),
         "sbx_status": ([vp, cp, P(ctypes.c_uint32), err], ctypes.c_int),
+        "sbx_session_start": ([vp, cp, cp, P(CreateOpts), P(KV), ctypes.c_uint32,
+                               ctypes.c_char_p, P(ctypes.c_uint32), err], ctypes.c_int),
+        "sbx_session_pause": ([vp, cp, cp, err], ctypes.c_int),
+        "sbx_session_end": ([vp, cp, cp, err], ctypes.c_int),
+        "sbx_session_get": ([vp, cp, cp, SESSION_FN, vp, err], ctypes.c_int),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(L, name)

@@ -80,6 +80,21 @@ class PluginState:
     version: Optional[str]
 
 
+@dataclass
+class Session:
+    """A session record: (user, session) -> sandbox, with the assets uploaded into it."""
+    user_id: str
+    session_id: str
+    sandbox_id: str
+    data_source: str
+    image: str
+    state: str
+    ttl: int
+    created: int
+    updated: int
+    assets: Dict[str, str] = field(default_factory=dict)
+
+
 class Host:
     """A libsbx host. Thread-safe; close() (or the context manager) frees it."""
 
@@ -244,6 +259,47 @@ class Host:
         self._call(self._L.sbx_status, self._h, _b(sandbox_id), ctypes.byref(st))
         return _lib.STATE_NAMES.get(st.value, "unknown")
 
+    def session_start(self, user_id: str, session_id: str, data_source: Optional[str] = None,
+                      *, image: Optional[str] = None,
+                      env: Optional[Mapping[str, str]] = None, ttl: int = 0,
+                      assets: Optional[Mapping[str, str]] = None):
+        """Starts or reconnects (user_id, session_id); assets map host files to sandbox
+        paths. Returns (sandbox id, outcome): created, reused, resumed or recreated."""
+        opts = _lib.init_header(_lib.CreateOpts())
+        opts.data_source = _b(data_source)
+        opts.image = _b(image)
+        ea, ne = _kv_array(env)
+        opts.env, opts.n_env = ea, ne
+        opts.ttl_seconds = int(ttl)
+        aa, na = _kv_array(assets)
+        buf = ctypes.create_string_buffer(_lib.ID_MAX)
+        how = ctypes.c_uint32()
+        self._call(self._L.sbx_session_start, self._h, _b(user_id), _b(session_id),
+                   ctypes.byref(opts), aa, na, buf, ctypes.byref(how))
+        return buf.value.decode(), _lib.SESSION_OUTCOMES.get(how.value, "unknown")
+
+    def session_pause(self, user_id: str, session_id: str) -> None:
+        self._call(self._L.sbx_session_pause, self._h, _b(user_id), _b(session_id))
+
+    def session_end(self, user_id: str, session_id: str) -> None:
+        self._call(self._L.sbx_session_end, self._h, _b(user_id), _b(session_id))
+
+    def session_get(self, user_id: str, session_id: str) -> Session:
+        got = []
+
+        def one(ctx, rec):
+            r = rec.contents
+            got.append(Session(_s(r.user_id), _s(r.session_id), _s(r.sandbox_id),
+                               _s(r.data_source), _s(r.image), _s(r.state), r.ttl_seconds,
+                               r.created, r.updated,
+                               {_s(r.assets[i].key): _s(r.assets[i].value)
+                                for i in range(r.n_assets)}))
+            return 0
+
+        fn = _lib.SESSION_FN(one)
+        self._call(self._L.sbx_session_get, self._h, _b(user_id), _b(session_id), fn, None)
+        return got[0]
+
 
 class AsyncHost:
     """asyncio API: every call runs on a bounded pool, never on the event loop."""
@@ -292,6 +348,18 @@ class AsyncHost:
 
     async def status(self, *a, **k):
         return await self._run(self.host.status, *a, **k)
+
+    async def session_start(self, *a, **k):
+        return await self._run(self.host.session_start, *a, **k)
+
+    async def session_pause(self, *a, **k):
+        return await self._run(self.host.session_pause, *a, **k)
+
+    async def session_end(self, *a, **k):
+        return await self._run(self.host.session_end, *a, **k)
+
+    async def session_get(self, *a, **k):
+        return await self._run(self.host.session_get, *a, **k)
 
     async def aclose(self):
         self._pool.shutdown(wait=True)
