@@ -122,6 +122,14 @@ int sbx__dk_put_file(dk_state *st, const char *id, const char *dir, const char *
 int sbx__dk_path(const dk_state *st, const char *path, char *buf, size_t cap, const char *op,
 		 sbx_error *err);
 
+/* As sbx__dk_path, and a relative path is walked through the container's symlinks: one that
+ * leads out of the work dir is SBX_E_PATH. follow_final: also follow the last component. */
+int sbx__dk_resolve(dk_state *st, const char *id, const char *path, int follow_final, char *buf,
+		    size_t cap, const char *op, sbx_error *err);
+/* The entry itself (no symlink followed); SBX_E_NO_FILE without detail when absent. */
+int sbx__dk_stat_raw(dk_state *st, const char *id, const char *full, sbx_file_info *info,
+		     char *link, size_t link_cap, sbx_error *err);
+
 /* Tar helpers on libarchive (tarball.c). */
 int sbx__dk_tar_one(const char *name, const void *data, size_t len, uint32_t mode, void **tar,
 		    size_t *tar_len, sbx_error *err);

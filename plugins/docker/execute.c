@@ -77,6 +77,7 @@ typedef struct demux {
 	sbx_output_fn sink;
 	void *ctx;
 	int sink_rc;
+	uint64_t bytes; /* received so far, headers included */
 	CURL *easy;
 	int checked;        /* the status line has been looked at */
 	dk_resp error_body; /* the answer when it is not a stream (an error) */
@@ -86,6 +87,7 @@ static size_t demux_write(char *data, size_t size, size_t n, void *vctx)
 {
 	demux *d = vctx;
 	size_t len = size * n, off = 0;
+	d->bytes += len;
 	if (!d->checked) {
 		long status = 0;
 		curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -158,6 +160,7 @@ out:
 typedef struct exec_state {
 	int running;
 	int exit_code;
+	long long pid; /* 0 until the engine has started the process */
 } exec_state;
 
 static int exec_inspect(dk_state *st, const char *exec_id, exec_state *es, sbx_error *err)
@@ -177,6 +180,7 @@ static int exec_inspect(dk_state *st, const char *exec_id, exec_state *es, sbx_e
 	json_t *code = json_object_get(j, "ExitCode");
 	es->running = json_is_true(json_object_get(j, "Running"));
 	es->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+	es->pid = (long long)json_integer_value(json_object_get(j, "Pid"));
 out:
 	json_decref(j);
 	sbx__dk_resp_free(&resp);
@@ -226,7 +230,8 @@ static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t dead
 	curl_multi_add_handle(m, e);
 
 	int running = 1;
-	int64_t start = now_ms(), next_check = start + 500;
+	int64_t start = now_ms(), next_check = start + 500, ended_at = 0;
+	uint64_t seen_bytes = 0;
 	CURLcode result = CURLE_OK;
 	while (running) {
 		CURLMcode mc = curl_multi_perform(m, &running);
@@ -244,25 +249,25 @@ static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t dead
 			/* Kill first and keep reading, so output written before the kill arrives. */
 			*expired = 1;
 			kt->rc = kill_tree(st, kt->container, kt->token, &kt->err);
-			deadline = now_ms() + 1000;
+			deadline =
+			    now_ms() + 250; /* a short drain: the stream may outlive the kill */
 			continue;
 		}
-		if (now >= next_check && !*expired) {
-			/* A background child may hold the stream after the command ended. */
+		if (d->bytes != seen_bytes) {
+			seen_bytes = d->bytes;
+			ended_at = 0; /* still talking: not a stale holder */
+		}
+		if (ended_at && now - ended_at >= 2000)
+			goto out; /* the command ended 2 s ago and nothing came since */
+		if (now >= next_check && !*expired && !ended_at) {
+			/* A background child may hold the stream after the command ended. A session
+			 * the engine has not started yet also reads "not running", hence the pid. */
 			exec_state es = {0};
-			if (exec_inspect(st, exec_id, &es, NULL) == SBX_OK && !es.running) {
-				int64_t grace = now_ms() + 200;
-				while (running && now_ms() < grace) {
-					curl_multi_poll(m, NULL, 0, 50, NULL);
-					curl_multi_perform(m, &running);
-				}
-				if (running)
-					goto out; /* done: the command has ended */
-				break;
-			}
+			if (exec_inspect(st, exec_id, &es, NULL) == SBX_OK && !es.running && es.pid)
+				ended_at = now_ms();
 			next_check = now + 500;
 		}
-		int64_t wait = next_check - now;
+		int64_t wait = (ended_at ? ended_at + 2000 : next_check) - now;
 		if (deadline && deadline - now < wait)
 			wait = deadline - now;
 		curl_multi_poll(m, NULL, 0, (int)(wait > 0 ? wait : 1), NULL);
@@ -379,26 +384,21 @@ static int kill_tree(dk_state *st, const char *id, const char *token, sbx_error 
 	return rc;
 }
 
-/* Resolves a relative cwd beneath the work dir. */
-static int exec_cwd(dk_state *st, const char *cwd, char *buf, size_t cap, sbx_error *err)
+/* The cwd must exist and be a directory (engines differ: Podman would run in a missing one). */
+static int exec_cwd(dk_state *st, const char *id, const char *cwd, char *buf, size_t cap,
+		    sbx_error *err)
 {
-	int n;
-	if (cwd[0] == '/')
-		n = snprintf(buf, cap, "%s", cwd);
-	else
-		n = snprintf(buf, cap, "%s/%s", st->working_dir, cwd);
-	if (n < 0 || (size_t)n >= cap)
-		return host->set_error(err, SBX_E_PATH, "docker: exec: cwd is too long");
-	for (const char *p = cwd; *p;) {
-		size_t l = strcspn(p, "/");
-		if (l == 2 && p[0] == '.' && p[1] == '.' && cwd[0] != '/')
-			return host->set_error(
-			    err, SBX_E_PATH, "docker: exec: cwd '%.200s' leaves the work dir", cwd);
-		p += l;
-		while (*p == '/')
-			p++;
-	}
-	return SBX_OK;
+	sbx_file_info fi;
+	int rc = sbx__dk_resolve(st, id, cwd, 1, buf, cap, "exec", err);
+	if (rc == SBX_OK)
+		rc = sbx__dk_stat_raw(st, id, buf, &fi, NULL, 0, err);
+	if (rc == SBX_E_NO_FILE)
+		return host->set_error(err, SBX_E_NO_FILE,
+				       "docker: exec: cwd %.300s does not exist", buf);
+	if (rc == SBX_OK && fi.kind != SBX_FILE_DIR)
+		return host->set_error(err, SBX_E_INVAL,
+				       "docker: exec: cwd %.300s is not a directory", buf);
+	return rc;
 }
 
 int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
@@ -469,7 +469,7 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	if (!body)
 		goto nomem;
 	if (req->cwd) {
-		if ((rc = exec_cwd(st, req->cwd, cwd, sizeof(cwd), err)) != SBX_OK)
+		if ((rc = exec_cwd(st, id, req->cwd, cwd, sizeof(cwd), err)) != SBX_OK)
 			goto out;
 		if (json_object_set_new(body, "WorkingDir", json_string(cwd)))
 			goto nomem;

@@ -107,7 +107,7 @@ int sbx__dk_write_file(void *state, const char *id, const char *path, const void
 	dk_resp resp = {0};
 	int rc;
 	if ((rc = sbx__dk_id_check(id, "write", err)) != SBX_OK ||
-	    (rc = sbx__dk_path(st, path, full, sizeof(full), "write", err)) != SBX_OK)
+	    (rc = sbx__dk_resolve(st, id, path, 1, full, sizeof(full), "write", err)) != SBX_OK)
 		return rc;
 	if (split(full, dir, sizeof(dir), &name) != SBX_OK)
 		return host->set_error(err, SBX_E_PATH, "docker: write: '%.200s' names no file",
@@ -162,7 +162,7 @@ int sbx__dk_read_file(void *state, const char *id, const char *path, void **data
 	char full[4096], link[4096];
 	int rc;
 	if ((rc = sbx__dk_id_check(id, "read", err)) != SBX_OK ||
-	    (rc = sbx__dk_path(st, path, full, sizeof(full), "read", err)) != SBX_OK)
+	    (rc = sbx__dk_resolve(st, id, path, 1, full, sizeof(full), "read", err)) != SBX_OK)
 		return rc;
 	/* The archive holds a symlink itself, not its target: follow a few by hand. */
 	for (int hops = 0; hops < 8; hops++) {
@@ -252,24 +252,23 @@ static int64_t parse_time(const char *s)
 	return t;
 }
 
-int sbx__dk_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
-		      sbx_error *err)
+/* HEAD of the archive endpoint: the entry at `full` itself (a symlink is not followed).
+ * SBX_E_NO_FILE (err untouched) when the engine answers 404; link[] gets linkTarget. */
+int sbx__dk_stat_raw(dk_state *st, const char *id, const char *full, sbx_file_info *info,
+		     char *link, size_t link_cap, sbx_error *err)
 {
-	dk_state *st = state;
-	char full[4096], url[4400];
+	char url[4400];
 	unsigned char js[8192];
 	dk_resp resp = {0};
 	json_t *j = NULL;
-	int rc;
-	if ((rc = sbx__dk_id_check(id, "stat", err)) != SBX_OK ||
-	    (rc = sbx__dk_path(st, path, full, sizeof(full), "stat", err)) != SBX_OK ||
-	    (rc = archive_path(id, full, url, sizeof(url), err)) != SBX_OK)
+	int rc = archive_path(id, full, url, sizeof(url), err);
+	if (rc != SBX_OK)
 		return rc;
 	rc = sbx__dk_request(st, "HEAD", url, NULL, NULL, 0, &resp, err);
 	if (rc != SBX_OK)
 		goto out;
 	if (resp.status == 404) {
-		rc = missing(st, id, "stat", full, err);
+		rc = SBX_E_NO_FILE;
 		goto out;
 	}
 	if (resp.status != 200 || !resp.path_stat || !b64decode(resp.path_stat, js, sizeof(js)) ||
@@ -290,7 +289,6 @@ int sbx__dk_stat_file(void *state, const char *id, const char *path, sbx_file_in
 		perm |= 02000;
 	if (mode & (1u << 20))
 		perm |= 01000;
-	const char *name = json_string_value(json_object_get(j, "name"));
 	memset(info, 0, sizeof(*info));
 	SBX_INIT_HEADER(*info);
 	info->kind =
@@ -302,11 +300,146 @@ int sbx__dk_stat_file(void *state, const char *id, const char *path, sbx_file_in
 	info->mode = perm;
 	info->size = (uint64_t)json_integer_value(json_object_get(j, "size"));
 	info->mtime = parse_time(json_string_value(json_object_get(j, "mtime")));
-	snprintf(info->name, sizeof(info->name), "%s", name ? name : "");
+	/* The engine names a symlink after its target: use the last component asked for. */
+	const char *base = strrchr(full, '/');
+	snprintf(info->name, sizeof(info->name), "%s", base && base[1] ? base + 1 : full);
+	const char *t = json_string_value(json_object_get(j, "linkTarget"));
+	if (link && link_cap)
+		snprintf(link, link_cap, "%s", t ? t : "");
 out:
 	json_decref(j);
 	sbx__dk_resp_free(&resp);
 	return rc;
+}
+
+/* Collapses "//", "." and ".." of an absolute path in place. */
+static void normalize(char *p)
+{
+	char out[4096];
+	size_t o = 0;
+	const char *s = p;
+	while (*s) {
+		while (*s == '/')
+			s++;
+		if (!*s)
+			break;
+		size_t l = strcspn(s, "/");
+		if (l == 1 && s[0] == '.') {
+			/* nothing */
+		} else if (l == 2 && s[0] == '.' && s[1] == '.') {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+		} else if (o + 1 + l < sizeof(out)) {
+			out[o++] = '/';
+			memcpy(out + o, s, l);
+			o += l;
+		}
+		s += l;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+	memcpy(p, out, o + 1);
+}
+
+static int beneath(const char *root, const char *p)
+{
+	size_t n = strlen(root);
+	if (n == 1)
+		return 1;
+	return strncmp(p, root, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+int sbx__dk_resolve(dk_state *st, const char *id, const char *path, int follow_final, char *buf,
+		    size_t cap, const char *op, sbx_error *err)
+{
+	int rc = sbx__dk_path(st, path, buf, cap, op, err);
+	if (rc != SBX_OK || path[0] == '/')
+		return rc;
+	/* A relative path stays beneath the work dir even through symlinks: walk it one
+	 * component at a time, as the kernel would, and check every link's target. */
+	char cur[4096], rest[4096], link[4096];
+	int hops = 0;
+	snprintf(cur, sizeof(cur), "%s", st->working_dir);
+	normalize(cur);
+	snprintf(rest, sizeof(rest), "%s", buf + strlen(st->working_dir));
+	const char *r = rest;
+	while (*r) {
+		while (*r == '/')
+			r++;
+		if (!*r)
+			break;
+		size_t l = strcspn(r, "/");
+		const char *after = r + l;
+		while (*after == '/')
+			after++;
+		char next[4096];
+		int n = snprintf(next, sizeof(next), "%s%s%.*s", cur, strcmp(cur, "/") ? "/" : "",
+				 (int)l, r);
+		if (n < 0 || (size_t)n >= sizeof(next))
+			return host->set_error(err, SBX_E_PATH, "docker: %s: path is too long", op);
+		if (!*after && !follow_final) {
+			memcpy(cur, next, (size_t)n + 1);
+			break;
+		}
+		sbx_file_info fi;
+		rc = sbx__dk_stat_raw(st, id, next, &fi, link, sizeof(link), err);
+		if (rc == SBX_E_NO_FILE) {
+			/* The rest does not exist yet: nothing to follow. */
+			n = snprintf(cur, sizeof(cur), "%s%s%s", next, *after ? "/" : "", after);
+			if (n < 0 || (size_t)n >= sizeof(cur))
+				return host->set_error(err, SBX_E_PATH,
+						       "docker: %s: path is too long", op);
+			break;
+		}
+		if (rc != SBX_OK)
+			return rc;
+		if (fi.kind == SBX_FILE_SYMLINK) {
+			if (++hops > 32)
+				return host->set_error(err, SBX_E_PATH,
+						       "docker: %s: '%.200s': too many symlinks",
+						       op, path);
+			char target[4096];
+			if (link[0] == '/')
+				n = snprintf(target, sizeof(target), "%s", link);
+			else
+				n = snprintf(target, sizeof(target), "%s/%s", cur, link);
+			if (n < 0 || (size_t)n >= sizeof(target))
+				return host->set_error(err, SBX_E_PATH,
+						       "docker: %s: path is too long", op);
+			normalize(target);
+			if (!beneath(st->working_dir, target))
+				return host->set_error(
+				    err, SBX_E_PATH,
+				    "docker: %s: '%.200s' leaves the work dir through "
+				    "the symlink %.*s",
+				    op, path, (int)(r + l - rest), rest);
+			memcpy(cur, target, strlen(target) + 1);
+		} else {
+			memcpy(cur, next, (size_t)n + 1);
+		}
+		r = after;
+	}
+	normalize(cur);
+	if (strlen(cur) >= cap)
+		return host->set_error(err, SBX_E_PATH, "docker: %s: path is too long", op);
+	memcpy(buf, cur, strlen(cur) + 1);
+	return SBX_OK;
+}
+
+int sbx__dk_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
+		      sbx_error *err)
+{
+	dk_state *st = state;
+	char full[4096];
+	int rc;
+	if ((rc = sbx__dk_id_check(id, "stat", err)) != SBX_OK ||
+	    (rc = sbx__dk_resolve(st, id, path, 0, full, sizeof(full), "stat", err)) != SBX_OK)
+		return rc;
+	rc = sbx__dk_stat_raw(st, id, full, info, NULL, 0, err);
+	return rc == SBX_E_NO_FILE ? missing(st, id, "stat", full, err) : rc;
 }
 
 int sbx__dk_list_dir(void *state, const char *id, const char *path, sbx_file_info **entries,
@@ -317,7 +450,7 @@ int sbx__dk_list_dir(void *state, const char *id, const char *path, sbx_file_inf
 	dk_resp resp = {0};
 	int rc;
 	if ((rc = sbx__dk_id_check(id, "list", err)) != SBX_OK ||
-	    (rc = sbx__dk_path(st, path, full, sizeof(full), "list", err)) != SBX_OK)
+	    (rc = sbx__dk_resolve(st, id, path, 1, full, sizeof(full), "list", err)) != SBX_OK)
 		return rc;
 	if ((rc = get_archive(st, id, full, "list", &resp, err)) != SBX_OK)
 		return rc;
@@ -338,7 +471,7 @@ static int file_tool(dk_state *st, const char *id, const char *op, const char *f
 		if (cap.err[i] == '\n')
 			cap.err[i] = ' ';
 	sbx_file_info fi;
-	int exists = sbx__dk_stat_file(st, id, full, &fi, NULL) == SBX_OK;
+	int exists = sbx__dk_stat_raw(st, id, full, &fi, NULL, 0, NULL) == SBX_OK;
 	int code = SBX_E_IO;
 	if (strcmp(op, "mkdir") == 0 && exists)
 		code = SBX_E_EXISTS;
@@ -356,7 +489,7 @@ int sbx__dk_make_dir(void *state, const char *id, const char *path, uint32_t par
 	char full[4096];
 	int rc;
 	if ((rc = sbx__dk_id_check(id, "mkdir", err)) != SBX_OK ||
-	    (rc = sbx__dk_path(state, path, full, sizeof(full), "mkdir", err)) != SBX_OK)
+	    (rc = sbx__dk_resolve(state, id, path, 1, full, sizeof(full), "mkdir", err)) != SBX_OK)
 		return rc;
 	const char *argv_p[] = {"mkdir", "-p", "--", full, NULL};
 	const char *argv[] = {"mkdir", "--", full, NULL};
@@ -370,11 +503,14 @@ int sbx__dk_remove_path(void *state, const char *id, const char *path, uint32_t 
 	sbx_file_info fi;
 	int rc;
 	if ((rc = sbx__dk_id_check(id, "remove", err)) != SBX_OK ||
-	    (rc = sbx__dk_path(state, path, full, sizeof(full), "remove", err)) != SBX_OK)
+	    (rc = sbx__dk_resolve(state, id, path, 0, full, sizeof(full), "remove", err)) != SBX_OK)
 		return rc;
 	if (strcmp(full, "/") == 0)
 		return host->set_error(err, SBX_E_PATH, "docker: remove: refusing to remove /");
-	if ((rc = sbx__dk_stat_file(state, id, full, &fi, err)) != SBX_OK)
+	rc = sbx__dk_stat_raw(state, id, full, &fi, NULL, 0, err);
+	if (rc == SBX_E_NO_FILE)
+		return missing(state, id, "remove", full, err);
+	if (rc != SBX_OK)
 		return rc;
 	const char *argv_r[] = {"rm", "-rf", "--", full, NULL};
 	const char *argv_d[] = {"rmdir", "--", full, NULL};

@@ -13,13 +13,13 @@
 #define host sbx__e2_host
 
 /* Kills every process whose environment carries SBX_EXEC_TOKEN=$T (every descendant of the
- * command, including those that left the group with setsid or a double fork; GNU grep -z
- * reads /proc/PID/environ as lines), and repeats until none is left (a process that forked
- * during a pass, or a killed one not yet gone), for at most about a second. */
+ * command, including those that left the group with setsid or a double fork), and repeats
+ * until none is left (a process that forked during a pass, or a killed one not yet gone),
+ * for at most about a second. */
 #define SWEEP                                                                            \
 	"n=0\n"                                                                          \
 	"while [ \"$n\" -lt 20 ]; do\n"                                                  \
-	"  l=$(grep -lzx \"SBX_EXEC_TOKEN=$T\" /proc/[0-9]*/environ 2>/dev/null)\n"      \
+	"  l=$(grep -lsF \"SBX_EXEC_TOKEN=$T\" /proc/[0-9]*/environ)\n"                  \
 	"  [ -z \"$l\" ] && break\n"                                                     \
 	"  for f in $l; do f=${f#/proc/}; kill -9 \"${f%/environ}\" 2>/dev/null; done\n" \
 	"  n=$((n + 1)); sleep 0.05 2>/dev/null\n"                                       \
@@ -52,7 +52,7 @@ static const char wrapper[] =
  * still carries the token. */
 static const char killer[] =
     "T=$2; c=$(cat /tmp/.sbx-pg-$1 2>/dev/null)\n"
-    "if [ -n \"$c\" ]; then kill -9 \"-$c\" 2>/dev/null || kill -9 \"$c\"; fi\n"
+    "if [ -n \"$c\" ]; then kill -9 \"-$c\" 2>/dev/null || kill -9 \"$c\" 2>/dev/null; fi\n"
     "kill -9 \"-$1\" 2>/dev/null; kill -9 \"$1\" 2>/dev/null\n" SWEEP "rm -f /tmp/.sbx-pg-$1\n"
     "[ \"$3\" = /dev/null ] || rm -f \"$3\"\n"
     "exit 0\n";
@@ -66,10 +66,10 @@ typedef struct stream {
 	int32_t exit_code, signal;
 	int sink_rc; /* the host's refusal */
 	int oom;
+	unsigned char *dec; /* decoded output, reused across frames */
+	size_t dec_cap;
 	char error[256]; /* end-stream error */
 	char error_code[32];
-	unsigned char *dec; /* decoded output, reused from frame to frame */
-	size_t dec_cap;
 } stream;
 
 static int b64val(int c)
@@ -87,14 +87,14 @@ static int b64val(int c)
 	return -1;
 }
 
-/* Decodes base64 in place-independent storage; returns the decoded length. */
-static size_t b64decode(const char *in, unsigned char *out)
+/* Decodes len bytes of base64 (padding and unknown bytes skipped); returns the length. */
+static size_t b64decode(const char *in, size_t len, unsigned char *out)
 {
 	uint32_t acc = 0;
 	int bits = 0;
 	size_t o = 0;
-	for (; *in; in++) {
-		int v = b64val((unsigned char)*in);
+	for (size_t i = 0; i < len; i++) {
+		int v = b64val((unsigned char)in[i]);
 		if (v < 0)
 			continue;
 		acc = (acc << 6) | (uint32_t)v;
@@ -143,93 +143,62 @@ static int signal_number(const char *status)
 	return 0;
 }
 
-static const char *skip_ws(const char *p, const char *e)
+/* Pushes base64 output (len bytes at b) to the host through the reused decode buffer. */
+static int push(stream *s, uint32_t which, const char *b, size_t len)
 {
-	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
-}
-
-/* Matches TOKEN after optional white space; returns the position after it or NULL. */
-static const char *expect(const char *p, const char *e, const char *tok)
-{
-	size_t l = strlen(tok);
-	p = skip_ws(p, e);
-	return (size_t)(e - p) >= l && memcmp(p, tok, l) == 0 ? p + l : NULL;
-}
-
-/* The common frame {"event":{"data":{"stdout"|"stderr":"BASE64"}}} decoded without jansson
- * into a buffer reused across frames: 100 MB of output then costs no allocation per chunk.
- * Returns 1 when handled, 0 when the frame has another shape (the caller parses it), -1 on a
- * host refusal or out of memory (recorded in s). */
-static int fast_data(stream *s, const char *p, size_t len)
-{
-	const char *e = p + len, *q;
-	int k;
-	if (!(p = expect(p, e, "{")) || !(p = expect(p, e, "\"event\"")) ||
-	    !(p = expect(p, e, ":")) || !(p = expect(p, e, "{")) ||
-	    !(p = expect(p, e, "\"data\"")) || !(p = expect(p, e, ":")) || !(p = expect(p, e, "{")))
-		return 0;
-	if ((q = expect(p, e, "\"stdout\"")))
-		k = 0;
-	else if ((q = expect(p, e, "\"stderr\"")))
-		k = 1;
-	else
-		return 0;
-	if (!(q = expect(q, e, ":")) || !(q = expect(q, e, "\"")))
-		return 0;
-	const char *b = q;
-	while (q < e && *q != '"' && *q != '\\')
-		q++;
-	if (q >= e || *q != '"')
-		return 0;
-	const char *r = q + 1;
-	if (!(r = expect(r, e, "}")) || !(r = expect(r, e, "}")) || !(r = expect(r, e, "}")) ||
-	    skip_ws(r, e) != e)
-		return 0;
-	size_t bl = (size_t)(q - b);
-	if (!s->req || s->sink_rc)
+	if (!s->req || s->sink_rc || len == 0)
 		return 1;
-	if (bl / 4 * 3 + 3 > s->dec_cap) {
-		size_t cap = bl / 4 * 3 + 3;
+	if (len / 4 * 3 + 3 > s->dec_cap) {
+		size_t cap = len / 4 * 3 + 3;
 		unsigned char *d = realloc(s->dec, cap);
 		if (!d) {
 			s->oom = 1;
-			return -1;
+			return 0;
 		}
 		s->dec = d;
 		s->dec_cap = cap;
 	}
-	uint32_t acc = 0;
-	int bits = 0;
-	size_t o = 0;
-	for (const char *c = b; c < q; c++) {
-		int v = b64val((unsigned char)*c);
-		if (v < 0)
-			continue;
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			s->dec[o++] = (unsigned char)(acc >> bits);
-		}
-	}
-	int rc = o ? s->req->output(s->req->output_ctx, k ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT,
-				    s->dec, o)
-		   : SBX_OK;
+	size_t n = b64decode(b, len, s->dec);
+	int rc = n ? s->req->output(s->req->output_ctx, which, s->dec, n) : SBX_OK;
 	if (rc != SBX_OK) {
 		s->sink_rc = rc;
-		return -1;
+		return 0;
 	}
 	return 1;
+}
+
+/* The common frame {"event":{"data":{"stdout":"<base64>"}}} without a JSON parse: output
+ * moves in many such frames, and a parse per frame would allocate their whole size again. */
+static int fast_data(stream *s, const char *data, size_t len, int *handled)
+{
+	static const char pre[] = "{\"event\":{\"data\":{\"std";
+	static const char post[] = "\"}}}";
+	size_t pl = sizeof(pre) - 1, ql = sizeof(post) - 1;
+	*handled = 0;
+	if (len < pl + 9 + ql || memcmp(data, pre, pl) != 0)
+		return 1;
+	uint32_t which;
+	if (memcmp(data + pl, "out\":\"", 6) == 0)
+		which = SBX_STREAM_STDOUT;
+	else if (memcmp(data + pl, "err\":\"", 6) == 0)
+		which = SBX_STREAM_STDERR;
+	else
+		return 1;
+	const char *b = data + pl + 6;
+	size_t bl = len - pl - 6 - ql;
+	if (memcmp(b + bl, post, ql) != 0 || memchr(b, '"', bl) || memchr(b, '\\', bl))
+		return 1;
+	*handled = 1;
+	return push(s, which, b, bl);
 }
 
 static int frame(stream *s, unsigned flags, const char *data, size_t len)
 {
 	if (!(flags & 2)) {
-		int f = fast_data(s, data, len);
-		if (f)
-			return f > 0;
+		int handled;
+		int ok = fast_data(s, data, len, &handled);
+		if (handled)
+			return ok;
 	}
 	json_t *j = json_loadb(data, len, 0, NULL);
 	if (!j)
@@ -258,23 +227,8 @@ static int frame(stream *s, unsigned flags, const char *data, size_t len)
 		static const char *names[] = {"stdout", "stderr"};
 		for (int k = 0; k < 2; k++) {
 			const char *b = json_string_value(json_object_get(x, names[k]));
-			if (!b || !s->req || s->sink_rc)
-				continue;
-			size_t bl = strlen(b);
-			unsigned char *out = malloc(bl / 4 * 3 + 3);
-			if (!out) {
-				s->oom = 1;
-				json_decref(j);
-				return 0;
-			}
-			size_t n = b64decode(b, out);
-			int rc =
-			    n ? s->req->output(s->req->output_ctx,
-					       k ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT, out, n)
-			      : SBX_OK;
-			free(out);
-			if (rc != SBX_OK) {
-				s->sink_rc = rc;
+			if (b &&
+			    !push(s, k ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT, b, strlen(b))) {
 				json_decref(j);
 				return 0;
 			}
@@ -604,7 +558,7 @@ int sbx__e2_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	if (req->has_stdin) {
 		snprintf(in_path, sizeof(in_path), "/tmp/.sbx-stdin-%s", token);
 		rc = sbx__e2_write_file(st, id, in_path, req->stdin_data ? req->stdin_data : "",
-					req->stdin_len, 0600, err);
+					req->stdin_len, 0, err);
 		if (rc != SBX_OK)
 			goto out;
 	}

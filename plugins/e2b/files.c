@@ -10,28 +10,6 @@
 
 #define host sbx__e2_host
 
-/* A relative path is resolved by envd against the user's home, the sandbox's work dir; like
- * the docker backend, '..' may not lead out of it. Absolute paths name the VM's own files. */
-static int path_ok(const char *op, const char *path, sbx_error *err)
-{
-	if (!path || !*path)
-		return host->set_error(err, SBX_E_PATH, "e2b: %s: empty path", op);
-	if (path[0] == '/')
-		return SBX_OK;
-	for (const char *p = path; *p;) {
-		size_t l = strcspn(p, "/");
-		if (l == 2 && p[0] == '.' && p[1] == '.')
-			return host->set_error(err, SBX_E_PATH,
-					       "e2b: %s: '%.200s' leaves the work dir (no '..' in "
-					       "relative paths)",
-					       op, path);
-		p += l;
-		while (*p == '/')
-			p++;
-	}
-	return SBX_OK;
-}
-
 static int files_url(const e2_target *t, const char *path, char *url, size_t cap)
 {
 	char *esc = curl_easy_escape(NULL, path, 0);
@@ -119,14 +97,145 @@ out:
 	return rc;
 }
 
+/* Appends component c (len n) to the absolute path in buf, resolving "." and ".."
+ * lexically. Returns 0 when buf would overflow. */
+static int join_component(char *buf, size_t cap, const char *c, size_t n)
+{
+	size_t l = strlen(buf);
+	if (n == 0 || (n == 1 && c[0] == '.'))
+		return 1;
+	if (n == 2 && c[0] == '.' && c[1] == '.') {
+		while (l > 1 && buf[l - 1] != '/')
+			l--;
+		if (l > 1)
+			l--;
+		buf[l] = '\0';
+		return 1;
+	}
+	if (l + 1 + n + 1 > cap)
+		return 0;
+	if (l > 1)
+		buf[l++] = '/';
+	memcpy(buf + l, c, n);
+	buf[l + n] = '\0';
+	return 1;
+}
+
+static int within(const char *home, const char *p)
+{
+	size_t hl = strlen(home);
+	return strncmp(p, home, hl) == 0 && (p[hl] == '\0' || p[hl] == '/' || hl == 1);
+}
+
+/* A relative path must stay beneath the work dir (the user's home), also through symlinks
+ * (one level: a link's target is checked, not links inside that target). Absolute paths are
+ * the sandbox's own and pass. follow_last: the last component is followed too. */
+static int check_path(e2_state *st, const char *id, const char *path, int follow_last,
+		      const char *what, sbx_error *err)
+{
+	char home[1024], cur[2048], code[32];
+	json_t *resp = NULL, *req;
+	int rc;
+	if (!path || !*path || path[0] == '/')
+		return SBX_OK;
+	/* Lexically first: no round trip for ../ escapes. */
+	snprintf(cur, sizeof(cur), "/h");
+	for (const char *c = path; *c;) {
+		size_t n = strcspn(c, "/");
+		if (n == 2 && c[0] == '.' && c[1] == '.' && strcmp(cur, "/h") == 0)
+			goto refuse;
+		if (!join_component(cur, sizeof(cur), c, n))
+			goto refuse;
+		c += n;
+		c += *c == '/';
+	}
+	req = json_pack("{s:s}", "path", ".");
+	if (!req)
+		return host->set_error(err, SBX_E_NOMEM, "e2b: %s: out of memory", what);
+	rc = sbx__e2_unary(st, id, "filesystem.Filesystem/Stat", req, &resp, code, what, err);
+	json_decref(req);
+	if (rc != SBX_OK)
+		return rc;
+	const char *h = json_string_value(json_object_get(json_object_get(resp, "entry"), "path"));
+	if (!h || h[0] != '/' || snprintf(home, sizeof(home), "%s", h) >= (int)sizeof(home)) {
+		json_decref(resp);
+		return host->set_error(err, SBX_E_BACKEND, "e2b: %s: envd gave no home path", what);
+	}
+	json_decref(resp);
+	snprintf(cur, sizeof(cur), "%s", home);
+	char rel[2048] = "";
+	for (const char *c = path; *c;) {
+		size_t n = strcspn(c, "/");
+		const char *next = c + n + (c[n] == '/');
+		int last = *next == '\0';
+		if (n && !(n == 1 && c[0] == '.') && !(n == 2 && c[0] == '.' && c[1] == '.')) {
+			size_t rl = strlen(rel);
+			if (rl + n + 2 > sizeof(rel))
+				goto refuse;
+			snprintf(rel + rl, sizeof(rel) - rl, "%s%.*s", rl ? "/" : "", (int)n, c);
+		} else if (n == 2) {
+			char *slash = strrchr(rel, '/');
+			if (slash)
+				*slash = '\0';
+			else
+				rel[0] = '\0';
+		}
+		char dir[2048];
+		snprintf(dir, sizeof(dir), "%s", cur);
+		if (!join_component(cur, sizeof(cur), c, n))
+			goto refuse;
+		if (!within(home, cur))
+			goto refuse;
+		if (rel[0] && (!last || follow_last) && n && !(n == 1 && c[0] == '.') &&
+		    !(n == 2 && c[0] == '.' && c[1] == '.')) {
+			req = json_pack("{s:s}", "path", rel);
+			if (!req)
+				return host->set_error(err, SBX_E_NOMEM, "e2b: %s: out of memory",
+						       what);
+			rc = sbx__e2_unary(st, id, "filesystem.Filesystem/Stat", req, &resp, code,
+					   what, NULL);
+			json_decref(req);
+			if (rc != SBX_OK)
+				break; /* missing: nothing further can be a link */
+			json_t *e = json_object_get(resp, "entry");
+			const char *target = json_string_value(json_object_get(e, "symlinkTarget"));
+			if (target && *target) {
+				char t[2048];
+				snprintf(t, sizeof(t), "%s", target[0] == '/' ? "/" : dir);
+				for (const char *x = target; *x;) {
+					size_t m = strcspn(x, "/");
+					if (!join_component(t, sizeof(t), x, m)) {
+						json_decref(resp);
+						goto refuse;
+					}
+					x += m;
+					x += *x == '/';
+				}
+				if (!within(home, t)) {
+					json_decref(resp);
+					goto refuse;
+				}
+			}
+			json_decref(resp);
+			resp = NULL;
+		}
+		c = next;
+	}
+	return SBX_OK;
+refuse:
+	return host->set_error(err, SBX_E_PATH,
+			       "e2b: %s: path '%.200s' leaves the work dir; give a path beneath it "
+			       "or an absolute one",
+			       what, path);
+}
+
 int sbx__e2_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
 		      sbx_error *err)
 {
-	int prc = path_ok("read", path, err);
-	if (prc != SBX_OK)
-		return prc;
 	e2_resp r = {0};
-	int rc = transfer(state, id, path, NULL, 0, &r, "read", err);
+	int rc = check_path(state, id, path, 1, "read", err);
+	if (rc == SBX_OK)
+		rc = transfer(state, id, path, NULL, 0, &r, "read", err);
 	if (rc == SBX_OK) {
 		unsigned char *b = host->alloc(r.len + 1);
 		if (!b) {
@@ -146,11 +255,10 @@ int sbx__e2_read_file(void *state, const char *id, const char *path, void **data
 int sbx__e2_write_file(void *state, const char *id, const char *path, const void *data, size_t len,
 		       uint32_t mode, sbx_error *err)
 {
-	int prc = path_ok("write", path, err);
-	if (prc != SBX_OK)
-		return prc;
 	e2_resp r = {0};
-	int rc = transfer(state, id, path, data ? data : "", len, &r, "write", err);
+	int rc = check_path(state, id, path, 1, "write", err);
+	if (rc == SBX_OK)
+		rc = transfer(state, id, path, data ? data : "", len, &r, "write", err);
 	sbx__e2_resp_free(&r);
 	if (rc != SBX_OK || mode == 0 || mode == 0644)
 		return rc;
@@ -228,9 +336,6 @@ static int fs_call(e2_state *st, const char *id, const char *method, json_t *req
 int sbx__e2_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
 		      sbx_error *err)
 {
-	int prc = path_ok("stat", path, err);
-	if (prc != SBX_OK)
-		return prc;
 	json_t *resp = NULL;
 	int rc = fs_call(state, id, "filesystem.Filesystem/Stat", json_pack("{s:s}", "path", path),
 			 &resp, "stat", path, err);
@@ -258,11 +363,10 @@ static int list(e2_state *st, const char *id, const char *path, json_t **entries
 int sbx__e2_list_dir(void *state, const char *id, const char *path, sbx_file_info **entries,
 		     size_t *n, sbx_error *err)
 {
-	int prc = path_ok("list", path, err);
-	if (prc != SBX_OK)
-		return prc;
 	json_t *arr = NULL;
-	int rc = list(state, id, path, &arr, err);
+	int rc = check_path(state, id, path, 1, "list", err);
+	if (rc == SBX_OK)
+		rc = list(state, id, path, &arr, err);
 	if (rc != SBX_OK)
 		return rc;
 	size_t cnt = json_array_size(arr);
@@ -282,12 +386,12 @@ int sbx__e2_list_dir(void *state, const char *id, const char *path, sbx_file_inf
 int sbx__e2_make_dir(void *state, const char *id, const char *path, uint32_t parents,
 		     sbx_error *err)
 {
-	int prc = path_ok("mkdir", path, err);
-	if (prc != SBX_OK)
-		return prc;
 	sbx_file_info fi;
 	sbx_error e = {0};
-	int rc = sbx__e2_stat_file(state, id, path, &fi, &e);
+	int rc = check_path(state, id, path, 1, "mkdir", err);
+	if (rc != SBX_OK)
+		return rc;
+	rc = sbx__e2_stat_file(state, id, path, &fi, &e);
 	if (rc == SBX_OK) {
 		if (parents && fi.kind == SBX_FILE_DIR)
 			return SBX_OK;
@@ -310,9 +414,14 @@ int sbx__e2_make_dir(void *state, const char *id, const char *path, uint32_t par
 				slash[1] = '\0';
 			else
 				*slash = '\0';
-			rc = sbx__e2_stat_file(state, id, parent, &fi, err);
+			rc = sbx__e2_stat_file(state, id, parent, &fi, &e);
+			if (rc == SBX_E_NO_FILE)
+				return host->set_error(err, rc,
+						       "e2b: mkdir '%.200s': parent '%.200s' does "
+						       "not exist (make parents to create it)",
+						       path, parent);
 			if (rc != SBX_OK)
-				return rc;
+				return host->set_error(err, rc, "%s", e.message);
 			if (fi.kind != SBX_FILE_DIR)
 				return host->set_error(err, SBX_E_PATH,
 						       "e2b: mkdir: '%.200s' is not a directory",
@@ -329,11 +438,10 @@ int sbx__e2_make_dir(void *state, const char *id, const char *path, uint32_t par
 int sbx__e2_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
 			sbx_error *err)
 {
-	int prc = path_ok("remove", path, err);
-	if (prc != SBX_OK)
-		return prc;
 	sbx_file_info fi;
-	int rc = sbx__e2_stat_file(state, id, path, &fi, err);
+	int rc = check_path(state, id, path, 0, "remove", err);
+	if (rc == SBX_OK)
+		rc = sbx__e2_stat_file(state, id, path, &fi, err);
 	if (rc != SBX_OK)
 		return rc;
 	if (fi.kind == SBX_FILE_DIR && !recursive) {

@@ -724,3 +724,44 @@ Test(docker_plugin, allocation_failures_in_exec_and_files_are_nomem_not_crashes)
 	cr_assert(saw_ok);
 	drop(id);
 }
+
+Test(docker_plugin, symlinks_out_of_the_work_dir_and_missing_cwd_are_refused)
+{
+	char id[SBX_ID_MAX];
+	sink s;
+	sbx_exec_outcome out;
+	sbx_error err = {0};
+	make("t-links", id, sizeof(id));
+	run(id, "mkdir d && ln -s / rootlink && ln -s ../.. uplink && ln -s d inlink && echo ok",
+	    NULL, NULL, 0, 0, &s, &out);
+	cr_assert_eq(out.exit_code, 0);
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(desc.read_file(state, id, "rootlink/etc/passwd", &data, &len, &err),
+		     SBX_E_PATH);
+	cr_assert(strstr(err.message, "rootlink/etc/passwd"), "%s", err.message);
+	cr_assert_eq(desc.write_file(state, id, "uplink/x", "x", 1, 0, &err), SBX_E_PATH);
+	cr_assert_eq(desc.write_file(state, id, "inlink/x", "x", 1, 0, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(desc.read_file(state, id, "d/x", &data, &len, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(len, 1);
+	free(data);
+	sbx_file_info fi;
+	cr_assert_eq(desc.stat_file(state, id, "rootlink", &fi, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(fi.kind, SBX_FILE_SYMLINK);
+	cr_assert_str_eq(fi.name, "rootlink");
+	cr_assert_eq(desc.remove_path(state, id, "rootlink", 0, &err), SBX_OK, "%s", err.message);
+	run(id, "ls /etc/passwd", NULL, NULL, 0, 0, &s, &out);
+	cr_assert_eq(out.exit_code, 0);
+
+	sbx_exec_request req = {
+	    .shell = "pwd", .cwd = "no/such", .output = sink_fn, .output_ctx = &s};
+	SBX_INIT_HEADER(req);
+	cr_assert_eq(desc.execute(state, id, &req, &out, &err), SBX_E_NO_FILE, "%s", err.message);
+	req.cwd = "d/x";
+	cr_assert_eq(desc.execute(state, id, &req, &out, &err), SBX_E_INVAL, "%s", err.message);
+	req.cwd = "uplink";
+	cr_assert_eq(desc.execute(state, id, &req, &out, &err), SBX_E_PATH, "%s", err.message);
+	drop(id);
+}
