@@ -46,7 +46,11 @@ int main(int argc, char **argv)
 	int n = argc > 1 ? atoi(argv[1]) : 300;
 	sbx_host *h = NULL;
 	sbx_error err = {0};
-	if (sbx_host_new(NULL, &h, &err) != SBX_OK) {
+	/* $SBX_BENCH_CONFIG selects another config (e.g. a forced kill mechanism). */
+	sbx_host_options ho = {0};
+	SBX_INIT_HEADER(ho);
+	ho.config_path = getenv("SBX_BENCH_CONFIG");
+	if (sbx_host_new(&ho, &h, &err) != SBX_OK) {
 		fprintf(stderr, "bench_exec: %s\n", err.message);
 		return 1;
 	}
