@@ -41,6 +41,12 @@ static const sbx_config_key e2_keys[] = {
     {.name = "retries",
      .type = SBX_KEY_INT,
      .help = "retries of idempotent calls on 429/5xx/transport errors (3)"},
+    {.name = "retry_delay",
+     .type = SBX_KEY_FLOAT,
+     .help = "seconds, the first retry's backoff, doubled per attempt (0.25)"},
+    {.name = "strict_resources",
+     .type = SBX_KEY_BOOL,
+     .help = "refuse resource requests a template fixes, instead of warning (false)"},
     {.name = "retry_max_delay",
      .type = SBX_KEY_FLOAT,
      .help = "seconds, cap of one retry's backoff or Retry-After (8)"},
@@ -152,6 +158,7 @@ static int e2_init(const sbx_config *cfg, void **state, sbx_error *err)
 	st->lifetime = 300;
 	st->retries = 3;
 	st->retry_cap = 8;
+	st->retry_delay = 0.25;
 	st->request_timeout = 60;
 	if ((rc = opt_string(cfg, "api_key", "E2B_API_KEY", NULL, &st->api_key, err)) ||
 	    (rc = opt_string(cfg, "domain", "E2B_DOMAIN", "e2b.app", &st->domain, err)) ||
@@ -187,6 +194,11 @@ static int e2_init(const sbx_config *cfg, void **state, sbx_error *err)
 		st->allow_internet = b != 0;
 	else if (rc != SBX_E_NOT_FOUND)
 		goto out;
+	rc = host->config_bool(cfg, "strict_resources", &b, err);
+	if (rc == SBX_OK)
+		st->strict_resources = b != 0;
+	else if (rc != SBX_E_NOT_FOUND)
+		goto out;
 	int64_t i;
 	rc = host->config_int(cfg, "timeout", &i, err);
 	if (rc == SBX_OK && (i < 1 || i > 86400 * 30)) {
@@ -209,9 +221,9 @@ static int e2_init(const sbx_config *cfg, void **state, sbx_error *err)
 		st->retries = i;
 	else if (rc != SBX_E_NOT_FOUND)
 		goto out;
-	const char *fk[] = {"retry_max_delay", "request_timeout"};
-	double *fv[] = {&st->retry_cap, &st->request_timeout};
-	for (int k = 0; k < 2; k++) {
+	const char *fk[] = {"retry_max_delay", "request_timeout", "retry_delay"};
+	double *fv[] = {&st->retry_cap, &st->request_timeout, &st->retry_delay};
+	for (int k = 0; k < 3; k++) {
 		double d;
 		rc = host->config_float(cfg, fk[k], &d, err);
 		if (rc == SBX_E_CONFIG && host->config_int(cfg, fk[k], &i, NULL) == SBX_OK) {
@@ -549,12 +561,12 @@ out:
 static int e2_info(void *state, char **json, sbx_error *err)
 {
 	e2_state *st = state;
-	json_t *j =
-	    json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s}", "backend", "e2b", "api_url", st->api_url,
-		      "sandbox_url", st->sandbox_url ? st->sandbox_url : "", "template",
-		      st->template_id, "timeout", (json_int_t)st->lifetime, "exec",
-		      "envd process.Process/Start (Connect server stream)", "timeout_kill",
-		      "process group of a /bin/sh wrapper, inside the sandbox");
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:I,s:b,s:s,s:s}", "backend", "e2b", "api_url",
+			      st->api_url, "sandbox_url", st->sandbox_url ? st->sandbox_url : "",
+			      "template", st->template_id, "timeout", (json_int_t)st->lifetime,
+			      "strict_resources", st->strict_resources, "exec",
+			      "envd process.Process/Start (Connect server stream)", "timeout_kill",
+			      "process group of a /bin/sh wrapper, inside the sandbox");
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!text)

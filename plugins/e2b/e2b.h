@@ -37,7 +37,9 @@ typedef struct e2_state {
 	json_t *template_map; /* object: image -> template */
 	int allow_internet;   /* -1: not sent */
 	int64_t retries;
-	double retry_cap; /* seconds */
+	double retry_cap;     /* seconds */
+	double retry_delay;   /* seconds, the first backoff */
+	int strict_resources; /* refuse rather than warn about resource requests */
 	double request_timeout;
 	int use_v1; /* the gateway has no /v2/sandboxes */
 	pthread_mutex_t lock;

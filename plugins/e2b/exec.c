@@ -12,37 +12,48 @@
 
 #define host sbx__e2_host
 
+/* Kills every process whose environment carries SBX_EXEC_TOKEN=$T (every descendant of the
+ * command, including those that left the group with setsid or a double fork), and repeats
+ * until none is left (a process that forked during a pass, or a killed one not yet gone),
+ * for at most about a second. */
+#define SWEEP                                                                            \
+	"n=0\n"                                                                          \
+	"while [ \"$n\" -lt 20 ]; do\n"                                                  \
+	"  l=$(grep -lsF \"SBX_EXEC_TOKEN=$T\" /proc/[0-9]*/environ)\n"                  \
+	"  [ -z \"$l\" ] && break\n"                                                     \
+	"  for f in $l; do f=${f#/proc/}; kill -9 \"${f%/environ}\" 2>/dev/null; done\n" \
+	"  n=$((n + 1)); sleep 0.05 2>/dev/null\n"                                       \
+	"done\n"
+
 /* argv: sbx-exec STDIN_FILE MODE(s|a) TOKEN CMD... ; $$ is the pid envd reports. The token
- * marks every descendant's environment, so the kill also finds those that left the group. */
+ * marks every descendant's environment, so the kill also finds those that left the group.
+ * When the command exits, a short grace lets its pipes drain; then whatever is left of its
+ * tree is killed, so a background child holding the output open cannot make the call outlive
+ * the command (the local backend's rule). */
 static const char wrapper[] =
-    "p=/tmp/.sbx-pg-$$; i=$1; m=$2; SBX_EXEC_TOKEN=$3; export SBX_EXEC_TOKEN; shift 3\n"
+    "p=/tmp/.sbx-pg-$$; i=$1; m=$2; T=$3; SBX_EXEC_TOKEN=$3; export SBX_EXEC_TOKEN; shift 3\n"
     "if [ \"$m\" = s ]; then\n"
     "  if command -v bash >/dev/null 2>&1; then set -- bash -c \"$1\"; else set -- sh -c \"$1\"; "
     "fi\n"
     "fi\n"
     "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" <\"$i\" & else \"$@\" <\"$i\" & fi\n"
     "c=$!\n"
+    "unset SBX_EXEC_TOKEN\n"
     "echo \"$c\" >\"$p\"\n"
     "wait \"$c\"\n"
     "s=$?\n"
-    "rm -f \"$p\"\n"
+    "sleep 0.1 2>/dev/null\n"
+    "kill -9 \"-$c\" 2>/dev/null\n" SWEEP "rm -f \"$p\"\n"
     "[ \"$i\" = /dev/null ] || rm -f \"$i\"\n"
     "if [ \"$s\" -gt 128 ] && [ \"$s\" -lt 160 ]; then kill -\"$((s - 128))\" $$; fi\n"
     "exit \"$s\"\n";
 
 /* argv: sbx-kill WRAPPER_PID TOKEN STDIN_FILE. The group first (one signal), then whatever
- * still carries the token; twice, for processes that were forking during the first pass. */
+ * still carries the token. */
 static const char killer[] =
-    "c=$(cat /tmp/.sbx-pg-$1 2>/dev/null)\n"
-    "for pass in 1 2; do\n"
-    "  if [ -n \"$c\" ]; then kill -9 \"-$c\" 2>/dev/null || kill -9 \"$c\" 2>/dev/null; fi\n"
-    "  kill -9 \"-$1\" 2>/dev/null; kill -9 \"$1\" 2>/dev/null\n"
-    "  for f in $(grep -lsF \"SBX_EXEC_TOKEN=$2\" /proc/[0-9]*/environ); do\n"
-    "    f=${f#/proc/}; kill -9 \"${f%/environ}\" 2>/dev/null\n"
-    "  done\n"
-
-    "done\n"
-    "rm -f /tmp/.sbx-pg-$1\n"
+    "T=$2; c=$(cat /tmp/.sbx-pg-$1 2>/dev/null)\n"
+    "if [ -n \"$c\" ]; then kill -9 \"-$c\" 2>/dev/null || kill -9 \"$c\" 2>/dev/null; fi\n"
+    "kill -9 \"-$1\" 2>/dev/null; kill -9 \"$1\" 2>/dev/null\n" SWEEP "rm -f /tmp/.sbx-pg-$1\n"
     "[ \"$3\" = /dev/null ] || rm -f \"$3\"\n"
     "exit 0\n";
 
@@ -360,8 +371,26 @@ fail:
 	return NULL;
 }
 
-static int kill_group(e2_state *st, const e2_target *t, uint32_t pid, const char *token,
-		      const char *in_path)
+/* When the killer cannot run (envd refuses a Start), SendSignal SIGKILL to the wrapper is the
+ * last resort: it stops the leader at least, as E2B's SDK does. */
+static void kill_leader(e2_state *st, const char *id, uint32_t pid)
+{
+	sbx_error e = {0};
+	char code[32] = "";
+	json_t *resp = NULL;
+	json_t *req = json_pack("{s:{s:I},s:s}", "process", "pid", (json_int_t)pid, "signal",
+				"SIGNAL_SIGKILL");
+	if (!req)
+		return;
+	if (sbx__e2_unary(st, id, "process.Process/SendSignal", req, &resp, code, "kill", &e) !=
+	    SBX_OK)
+		host->log(SBX_LOG_WARN, E2_ALIAS, "exec: cannot kill pid %u: %s", pid, e.message);
+	json_decref(resp);
+	json_decref(req);
+}
+
+static int kill_group(e2_state *st, const char *id, const e2_target *t, uint32_t pid,
+		      const char *token, const char *in_path)
 {
 	char pidbuf[16];
 	snprintf(pidbuf, sizeof(pidbuf), "%u", pid);
@@ -381,7 +410,11 @@ static int kill_group(e2_state *st, const e2_target *t, uint32_t pid, const char
 	free(body);
 	free(s.buf);
 	free(s.dec);
-	return cc == CURLE_OK ? SBX_OK : SBX_E_BACKEND;
+	if (cc != CURLE_OK || !s.ended) {
+		kill_leader(st, id, pid);
+		return SBX_E_BACKEND;
+	}
+	return SBX_OK;
 }
 
 static int map_rpc_error(const char *code)
@@ -478,7 +511,7 @@ static int run(e2_state *st, const char *id, const char *const *argv, const char
 	goto out;
 kill:
 	if (s.started && !s.ended && token)
-		kill_group(st, &t, s.pid, token, in_path);
+		kill_group(st, id, &t, s.pid, token, in_path);
 out:
 	free(s.buf);
 	free(s.dec);

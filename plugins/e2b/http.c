@@ -94,8 +94,8 @@ static void sleep_s(double s)
 
 static double backoff(e2_state *st, int attempt, double retry_after)
 {
-	double d = 0.25;
-	for (int i = 0; i < attempt; i++)
+	double d = st->retry_delay;
+	for (int i = 0; i < attempt && d < st->retry_cap; i++)
 		d *= 2;
 	if (retry_after >= 0)
 		d = retry_after;

@@ -242,3 +242,20 @@ Test(e2b, a_wrong_key_is_a_config_error_that_does_not_show_the_key)
 	cr_assert_null(strstr(err.message, "wrongkey"), "%s", err.message);
 	sbx_host_free(wh);
 }
+
+Test(e2b, a_background_child_holding_stdout_does_not_keep_the_call_open)
+{
+	/* The wrapper drains for 100 ms after the command exits, then kills what is left. */
+	char cmd[200], check[200];
+	unsigned u = 100000u + (unsigned)getpid() % 100000u;
+	snprintf(cmd, sizeof(cmd), "sleep %u4 & setsid sleep %u5 & echo done; exit 3", u, u);
+	snprintf(check, sizeof(check), "ps -eo args | grep -c '^sleep %u[45]$'", u);
+	sbx_exec_result *r = run(cmd, 30.0, NULL, 0);
+	cr_assert_eq(r->timed_out, 0);
+	cr_assert_eq(r->exit_code, 3);
+	cr_assert_str_eq(r->stdout_text, "done\n");
+	sbx_exec_result_free(r);
+	r = run(check, 0, NULL, 0);
+	cr_assert_str_eq(r->stdout_text, "0\n", "survivors: %s", r->stdout_text);
+	sbx_exec_result_free(r);
+}
