@@ -4,6 +4,6 @@
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/install-deps.sh
-cmake -S . -B build >/dev/null
+cmake -S . -B build -DSBX_TESTS=OFF >/dev/null
 cmake --build build -j "$(nproc)"
 ./build/sbx rollout --config examples/local.yaml --output build/results.jsonl examples/tasks.jsonl
