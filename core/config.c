@@ -351,7 +351,10 @@ static int type_alias(const sbx__node *v, char **alias, sbx_error *err)
 }
 
 /* Applies one sandbox block over ds (which may already hold inherited values). */
-static int apply_block(sbx__data_source *ds, const sbx__node *block, sbx_error *err)
+/* `nexau`: the block is NexAU's sandbox_config, where `timeout` is the sandbox's lifetime in
+ * seconds (its e2b key), not a command timeout: it becomes the host's `ttl`, which reaches every
+ * backend as the create's lifetime. */
+static int apply_block(sbx__data_source *ds, const sbx__node *block, int nexau, sbx_error *err)
 {
 	if (is_null(block)) {
 		/* `sandbox:` left empty: no sandbox, like `type: none`. */
@@ -400,6 +403,8 @@ static int apply_block(sbx__data_source *ds, const sbx__node *block, sbx_error *
 		if (strcmp(key, "type") == 0)
 			continue;
 		const char *canonical = policy_canonical(key);
+		if (nexau && strcmp(key, "timeout") == 0)
+			canonical = "ttl";
 		if (canonical) {
 			rc = apply_policy(&ds->policy, key, canonical, block->items[i], err);
 			if (rc != SBX_OK)
@@ -482,7 +487,7 @@ static int load_sources(sbx__config *cfg, const sbx__node *list, sbx_error *err)
 						      item->file, item->line, ds->name);
 		const sbx__node *block = sbx__node_get(item, "sandbox");
 		if (block) {
-			rc = apply_block(ds, block, err);
+			rc = apply_block(ds, block, 0, err);
 			if (rc != SBX_OK)
 				return rc;
 		}
@@ -563,7 +568,7 @@ int sbx__config_load(const char *path, const char *text, sbx__config **out, sbx_
 		goto out;
 	}
 	if (block) {
-		rc = apply_block(&cfg->deflt, block, err);
+		rc = apply_block(&cfg->deflt, block, block == nexau, err);
 		if (rc != SBX_OK)
 			goto out;
 	}

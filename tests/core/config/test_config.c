@@ -220,6 +220,19 @@ Test(config, nexau_sandbox_config_is_the_default_block)
 	sbx__config_free(cfg);
 }
 
+Test(config, nexau_timeout_is_the_sandbox_lifetime_loongsage_timeout_the_exec_default)
+{
+	/* In NexAU's sandbox_config, `timeout` is the e2b sandbox's lifetime in seconds. */
+	sbx__config *cfg = load("sandbox_config:\n  type: e2b\n  timeout: 300\n");
+	cr_assert_eq(cfg->deflt.policy.ttl, 300);
+	cr_assert_eq(cfg->deflt.policy.timeout, 0);
+	sbx__config_free(cfg);
+	cfg = load("data_source:\n  sandbox:\n    type: e2b\n    timeout: 300\n");
+	cr_assert_eq(cfg->deflt.policy.ttl, 0);
+	cr_assert_eq(cfg->deflt.policy.timeout, 300);
+	sbx__config_free(cfg);
+}
+
 Test(config, unset_environment_variable_is_named)
 {
 	unsetenv("SBX_TEST_NOPE");
