@@ -976,6 +976,29 @@ static int path_refused(const char *op, const char *path, sbx_error *err)
 				    "k8s: %s %s: the path leaves the sandbox work dir", op, path);
 }
 
+/* Runs one file-op script and maps its exit status, the same for every op: 5 the path leaves
+ * the work dir, 3 `missing` (SBX_E_NO_FILE), 4 `wrong_kind` (SBX_E_INVAL), any other nonzero
+ * an I/O error quoting the script's first stderr line. A NULL message means the script never
+ * uses that status. The caller frees c's buffers on every path. */
+static int run_file_op(k8s_state *st, const char *id, const char *const *argv, const void *in,
+		       size_t in_len, int has_in, const char *op, const char *path,
+		       const char *missing, const char *wrong_kind, collect *c, sbx_error *err)
+{
+	int code = 0;
+	int rc = run_collect(st, id, argv, in, in_len, has_in, c, &code, err);
+	if (rc != SBX_OK || code == 0)
+		return rc;
+	if (code == 5)
+		return path_refused(op, path, err);
+	if (code == 3 && missing)
+		return k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: %s %s: %s", op, path,
+					    missing);
+	if (code == 4 && wrong_kind)
+		return k8s__host->set_error(err, SBX_E_INVAL, "k8s: %s %s: %s", op, path,
+					    wrong_kind);
+	return k8s__host->set_error(err, SBX_E_IO, "k8s: %s %s: %s", op, path, first_line(&c->err));
+}
+
 static int k8s_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
 			 sbx_error *err)
 {
@@ -991,17 +1014,8 @@ static int k8s_read_file(void *state, const char *id, const char *path, void **d
 			      path,
 			      NULL};
 	collect c = {0};
-	int code = 0;
-	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
-	if (rc == SBX_OK && code == 5)
-		rc = path_refused("read", path, err);
-	else if (rc == SBX_OK && code == 3)
-		rc = k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: read %s: no such file", path);
-	else if (rc == SBX_OK && code == 4)
-		rc = k8s__host->set_error(err, SBX_E_INVAL, "k8s: read %s: is a directory", path);
-	else if (rc == SBX_OK && code != 0)
-		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: read %s: %s", path,
-					  first_line(&c.err));
+	rc = run_file_op(state, id, argv, NULL, 0, 0, "read", path, "no such file",
+			 "is a directory", &c, err);
 	if (rc == SBX_OK) {
 		void *p = k8s__host->alloc(c.out.len ? c.out.len : 1);
 		if (!p) {
@@ -1041,13 +1055,7 @@ static int k8s_write_file(void *state, const char *id, const char *path, const v
 	    mbuf,
 	    NULL};
 	collect c = {0};
-	int code = 0;
-	rc = run_collect(state, id, argv, data, len, 1, &c, &code, err);
-	if (rc == SBX_OK && code == 5)
-		rc = path_refused("write", path, err);
-	else if (rc == SBX_OK && code != 0)
-		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: write %s: %s", path,
-					  first_line(&c.err));
+	rc = run_file_op(state, id, argv, data, len, 1, "write", path, NULL, NULL, &c, err);
 	k8s__buf_free(&c.out);
 	k8s__buf_free(&c.err);
 	return rc;
@@ -1071,15 +1079,8 @@ static int k8s_remove_path(void *state, const char *id, const char *path, uint32
 			      recursive ? "1" : "0",
 			      NULL};
 	collect c = {0};
-	int code = 0;
-	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
-	if (rc == SBX_OK && code == 5)
-		rc = path_refused("remove", path, err);
-	else if (rc == SBX_OK && code == 3)
-		rc = k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: remove %s: no such file", path);
-	else if (rc == SBX_OK && code != 0)
-		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: remove %s: %s", path,
-					  first_line(&c.err));
+	rc =
+	    run_file_op(state, id, argv, NULL, 0, 0, "remove", path, "no such file", NULL, &c, err);
 	k8s__buf_free(&c.out);
 	k8s__buf_free(&c.err);
 	return rc;
@@ -1100,13 +1101,7 @@ static int k8s_make_dir(void *state, const char *id, const char *path, uint32_t 
 			      parents ? "1" : "0",
 			      NULL};
 	collect c = {0};
-	int code = 0;
-	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
-	if (rc == SBX_OK && code == 5)
-		rc = path_refused("mkdir", path, err);
-	else if (rc == SBX_OK && code != 0)
-		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: mkdir %s: %s", path,
-					  first_line(&c.err));
+	rc = run_file_op(state, id, argv, NULL, 0, 0, "mkdir", path, NULL, NULL, &c, err);
 	k8s__buf_free(&c.out);
 	k8s__buf_free(&c.err);
 	return rc;
@@ -1153,16 +1148,8 @@ static int k8s_stat_file(void *state, const char *id, const char *path, sbx_file
 			      path,
 			      NULL};
 	collect c = {0};
-	int code = 0;
-	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
-	if (rc == SBX_OK && code == 5)
-		rc = path_refused("stat", path, err);
-	else if (rc == SBX_OK && code == 3)
-		rc = k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: stat %s: no such file", path);
-	else if (rc == SBX_OK && code != 0)
-		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: stat %s: %s", path,
-					  first_line(&c.err));
-	else if (rc == SBX_OK && parse_stat_line(first_line(&c.out), info) != 0)
+	rc = run_file_op(state, id, argv, NULL, 0, 0, "stat", path, "no such file", NULL, &c, err);
+	if (rc == SBX_OK && parse_stat_line(first_line(&c.out), info) != 0)
 		rc = k8s__host->set_error(err, SBX_E_BACKEND,
 					  "k8s: stat %s: unreadable stat output", path);
 	k8s__buf_free(&c.out);
@@ -1187,19 +1174,9 @@ static int k8s_list_dir(void *state, const char *id, const char *path, sbx_file_
 			      path,
 			      NULL};
 	collect c = {0};
-	int code = 0;
 	sbx_file_info *arr = NULL;
-	rc = run_collect(state, id, argv, NULL, 0, 0, &c, &code, err);
-	if (rc == SBX_OK && code == 5)
-		rc = path_refused("list", path, err);
-	else if (rc == SBX_OK && code == 3)
-		rc = k8s__host->set_error(err, SBX_E_NO_FILE, "k8s: list %s: no such directory",
-					  path);
-	else if (rc == SBX_OK && code == 4)
-		rc = k8s__host->set_error(err, SBX_E_INVAL, "k8s: list %s: not a directory", path);
-	else if (rc == SBX_OK && code != 0)
-		rc = k8s__host->set_error(err, SBX_E_IO, "k8s: list %s: %s", path,
-					  first_line(&c.err));
+	rc = run_file_op(state, id, argv, NULL, 0, 0, "list", path, "no such directory",
+			 "not a directory", &c, err);
 	if (rc != SBX_OK)
 		goto out;
 	size_t lines = 0;
