@@ -469,6 +469,19 @@ static int push(const sbx_exec_request *req, uint32_t stream, int *fd, int *out_
 	return 0;
 }
 
+/* Closes the plan's fds that belong to the child (the parent's copies after fork, or all of
+ * them on an early exit). */
+static void close_child_ends(plan *p)
+{
+	close_fd(&p->in_fd);
+	close_fd(&p->out_fd);
+	close_fd(&p->err_fd);
+	close_fd(&p->report_fd);
+	close_fd(&p->status_fd);
+	close_fd(&p->control_fd);
+	close_fd(&p->procs_fd);
+}
+
 typedef struct run {
 	pid_t child;
 	int pidfd;
@@ -673,13 +686,7 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 			run_helper(&p);
 		run_command(&p);
 	}
-	close_fd(&p.in_fd);
-	close_fd(&p.out_fd);
-	close_fd(&p.err_fd);
-	close_fd(&p.report_fd);
-	close_fd(&p.status_fd);
-	close_fd(&p.control_fd);
-	close_fd(&p.procs_fd);
+	close_child_ends(&p);
 
 	child_report rep = {0, 0};
 	ssize_t got;
@@ -819,13 +826,7 @@ out:
 	close_fd(&r.status_r);
 	close_fd(&r.control_w);
 	close_fd(&report_r);
-	close_fd(&p.in_fd);
-	close_fd(&p.out_fd);
-	close_fd(&p.err_fd);
-	close_fd(&p.report_fd);
-	close_fd(&p.status_fd);
-	close_fd(&p.control_fd);
-	close_fd(&p.procs_fd);
+	close_child_ends(&p);
 	if (cg[0])
 		sbx__local_cg_remove(cg);
 	free(argv);
