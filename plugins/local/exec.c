@@ -3,9 +3,14 @@
  * The command gets its own session and process group and, where the machine allows, its own
  * cgroup below the sandbox's. Without a cgroup an intermediate helper process marks itself a
  * child subreaper, so every orphan of the command is reparented to it, and kills every
- * descendant when told to. Output is read with poll and pushed to the host as it arrives. When
- * the command exits, a short grace lets the pipes drain; then whatever is left of its tree is
- * killed, so a background child holding the output open cannot make the call outlive it.
+ * descendant when told to. Output is read with poll and pushed to the host as it arrives.
+ *
+ * When the command's own process exits, what it left running (`&`, nohup, setsid, daemons)
+ * lives on in the sandbox: its cgroup (or its environment tag, without one) keeps it in reach
+ * of pause and destroy. A short grace lets the pipes drain; a leftover still holding them then
+ * gets a sink, a small process that reads and drops what it writes later, so the call returns
+ * on time and the writer sees neither SIGPIPE nor EPIPE. A timeout (or the host refusing more
+ * output) kills the whole tree, escapees included.
  *
  * The command is started with clone(CLONE_VM | CLONE_VFORK): the child borrows the caller's
  * memory until it execs, so nothing is copied however large the harness is or however many
@@ -305,8 +310,17 @@ static void run_helper(const plan *p)
 				reported = 1;
 			}
 		}
-		if (pr > 0 && pfd[0].revents)
+		if (pr > 0 && pfd[0].revents) {
+			/* 'K': kill the tree. End of file once the command was reported: leave its
+			 * leftovers running (they are reparented above us when we exit). */
+			char c = 0;
+			ssize_t n = read(p->control_fd, &c, 1);
+			if (n == 1 && c != 'K')
+				continue;
+			if (n == 0 && reported)
+				_exit(0);
 			break;
+		}
 	}
 	kill(-cmd, SIGKILL);
 	for (int round = 0; round < 2000; round++) {
@@ -552,6 +566,59 @@ static void check_exit(const local_state *st, run *r)
 	}
 }
 
+/* Hands the read ends still open to a sink: a grandchild (so nobody has to reap it) that reads
+ * and drops whatever the leftovers holding them write, until the last writer closes them. In
+ * a cgroup it joins the exec's, so pause freezes it and destroy kills it with the leftovers.
+ * Only async-signal-safe calls after fork: the host has other threads. */
+static void start_sink(run *r, const char *cg)
+{
+	int procs = -1;
+	char path[1500];
+	int n = snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	if (cg[0] && n > 0 && (size_t)n < sizeof(path))
+		procs = open(path, O_WRONLY | O_CLOEXEC);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (fork() != 0)
+			_exit(0);
+		reset_signals();
+		setsid();
+		if (procs >= 0) {
+			char buf[24];
+			size_t len = fmt_long(buf, (long)getpid());
+			ssize_t w = write(procs, buf, len);
+			(void)w;
+		}
+		int keep[] = {r->out_r, r->err_r};
+		close_others(keep, 2);
+		int fds[2] = {r->out_r, r->err_r};
+		while (fds[0] >= 0 || fds[1] >= 0) {
+			struct pollfd pf[2] = {{.fd = fds[0], .events = POLLIN},
+					       {.fd = fds[1], .events = POLLIN}};
+			if (poll(pf, 2, -1) < 0) {
+				if (errno == EINTR)
+					continue;
+				break;
+			}
+			for (int i = 0; i < 2; i++) {
+				if (fds[i] < 0 || !pf[i].revents)
+					continue;
+				char buf[65536];
+				ssize_t got = read(fds[i], buf, sizeof(buf));
+				if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
+					close(fds[i]);
+					fds[i] = -1;
+				}
+			}
+		}
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	if (procs >= 0)
+		close(procs);
+}
+
 /* Reads whatever is left in the pipes once every writer is dead, for at most `ms`. */
 static void drain(const sbx_exec_request *req, run *r, int ms, int *out_rc)
 {
@@ -628,6 +695,7 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		  .cg_fd = -1,
 		  .status_fd = -1,
 		  .control_fd = -1};
+	int kill_tree = 0;
 	int report_r = -1, rc = sbx__local_path(st, id, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
 		return rc;
@@ -794,16 +862,25 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		close_fd(&r.in_w);
 
 finish:
-	/* Kill what is left of the tree: the command on timeout, its leftovers otherwise. */
+	/* A command still running (timeout, the host refusing output, a failed start) loses its
+	 * whole tree; one that exited leaves its leftovers running. */
+	kill_tree = !r.exited;
 	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+		if (kill_tree && r.control_w >= 0) {
+			ssize_t w = write(r.control_w, "K", 1);
+			(void)w;
+		}
 		close_fd(&r.control_w);
-	} else {
-		if (!r.exited && r.child > 0)
+	} else if (kill_tree) {
+		if (r.child > 0)
 			kill(-r.child, SIGKILL);
 		if (cg[0])
 			sbx__local_cg_kill(st, cg);
 	}
-	drain(req, &r, 500, &out_rc);
+	if (kill_tree)
+		drain(req, &r, 500, &out_rc);
+	else if (r.out_r >= 0 || r.err_r >= 0)
+		start_sink(&r, cg);
 	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
 		if (!r.exited) {
 			int status;
