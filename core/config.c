@@ -37,6 +37,7 @@ static const policy_key policy_keys[] = {
     {"output_max_bytes", "output_max_bytes"},
     {"ttl", "ttl"},
     {"auto_resume", "auto_resume"},
+    {"max_jobs", "max_jobs"},
     /* LoongSage: range-checked but unused; the host has no create-timeout policy yet. */
     {"sandbox_creation_timeout_seconds", "create_timeout"},
     {NULL, NULL},
@@ -92,6 +93,7 @@ static void default_policy(sbx__policy *p)
 	p->truncate_head_chars = 5000;
 	p->truncate_tail_chars = 5000;
 	p->output_max_bytes = 256ull << 20;
+	p->max_jobs = 64;
 }
 
 static int scalar_of(const sbx__node *v, const char *key, const char *want, sbx_error *err)
@@ -256,6 +258,12 @@ static int apply_policy(sbx__policy *p, const char *key, const char *canonical, 
 		rc = parse_int(v, key, 0, MAX_CONCURRENCY, 0, &x, err);
 		if (rc == SBX_OK)
 			p->max_concurrency = (uint64_t)x;
+		return rc;
+	}
+	if (strcmp(canonical, "max_jobs") == 0) {
+		rc = parse_int(v, key, 1, MAX_CONCURRENCY, 0, &x, err);
+		if (rc == SBX_OK)
+			p->max_jobs = (uint64_t)x;
 		return rc;
 	}
 	if (strcmp(canonical, "output_max_bytes") == 0) {

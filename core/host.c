@@ -22,6 +22,7 @@
  * so a routed pointer stays valid without reference counts. */
 #include <errno.h>
 #include <ftw.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -937,6 +938,7 @@ int sbx_destroy(sbx_host *host, const char *id, sbx_error *err)
 	if (rc != SBX_OK)
 		return plugin_error(err, &perr, rc, r.alias, "destroy");
 	ledger_state(host, id, SBX__LEDGER_GONE);
+	sbx__jobs_forget(host, id);
 	forget_id(host, id);
 	char *calls = calls_dir_of(host, id);
 	if (!calls)
@@ -1040,7 +1042,8 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	if (!out || !opts)
 		return sbx__set_error(err, SBX_E_INVAL, "exec: NULL options or result pointer");
 	*out = NULL;
-	if (opts->struct_size < sizeof(*opts))
+	/* Callers built against ABI 1.0 end before `background`. */
+	if (opts->struct_size < offsetof(sbx_exec_opts, background))
 		return sbx__set_error(err, SBX_E_INVAL,
 				      "exec: options struct has size %u, expected %zu (use "
 				      "SBX_INIT_HEADER)",
@@ -1052,6 +1055,25 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 		return sbx__set_error(err, SBX_E_INVAL,
 				      "exec: timeout %g is not a number of seconds up to 1e9",
 				      opts->timeout);
+	if (SBX_HAS(opts, sbx_exec_opts, background) && opts->background) {
+		char job[SBX_JOB_ID_MAX];
+		int jrc = sbx__job_start(host, id, opts, job, err);
+		if (jrc != SBX_OK)
+			return jrc;
+		sbx_exec_result *jr = sbx__calloc(1, sizeof(*jr));
+		if (jr) {
+			jr->job_id = sbx__strdup(job);
+			jr->stdout_text = sbx__strdup("");
+			jr->stderr_text = sbx__strdup("");
+		}
+		if (!jr || !jr->job_id || !jr->stdout_text || !jr->stderr_text) {
+			sbx_exec_result_free(jr);
+			return nomem(err, "exec");
+		}
+		SBX_INIT_HEADER(*jr);
+		*out = jr;
+		return SBX_OK;
+	}
 	route r;
 	int rc = route_id(host, id, &r, err);
 	if (rc != SBX_OK)
@@ -1168,6 +1190,88 @@ out:
 	sbx__free(command);
 	sbx__free(call_dir);
 	sbx__free(calls);
+	return rc;
+}
+
+/* ---- quiet runs for jobs.c */
+
+static int capture_output(void *ctx, uint32_t stream, const void *data, size_t len)
+{
+	sbx__capture *c = ctx;
+	if (stream == SBX_STREAM_STDERR) {
+		size_t room = sizeof(c->err) - 1 - c->err_len;
+		size_t k = len < room ? len : room;
+		memcpy(c->err + c->err_len, data, k);
+		c->err_len += k;
+		c->err[c->err_len] = '\0';
+		return SBX_OK;
+	}
+	size_t k = len;
+	if (c->out_len + k > c->out_cap) {
+		k = c->out_cap - c->out_len;
+		c->out_over = 1;
+	}
+	if (!k)
+		return SBX_OK;
+	char *nb = sbx__realloc(c->out, c->out_len + k + 1);
+	if (!nb)
+		return SBX_E_NOMEM;
+	memcpy(nb + c->out_len, data, k);
+	c->out = nb;
+	c->out_len += k;
+	c->out[c->out_len] = '\0';
+	return SBX_OK;
+}
+
+int sbx__host_run(sbx_host *h, const char *id, const sbx__run_spec *spec, sbx__capture *cap,
+		  sbx_exec_outcome *oc, sbx_error *err)
+{
+	route r;
+	int rc = route_id(h, id, &r, err);
+	if (rc != SBX_OK)
+		return rc;
+	rc = check_paused(h, &r, id, err);
+	if (rc != SBX_OK)
+		return rc;
+	sbx_exec_request req;
+	memset(&req, 0, sizeof(req));
+	SBX_INIT_HEADER(req);
+	req.argv = spec->argv;
+	while (spec->argv[req.argc])
+		req.argc++;
+	req.cwd = spec->cwd;
+	req.env = spec->env;
+	req.n_env = spec->n_env;
+	req.has_stdin = spec->has_stdin ? 1u : 0u;
+	req.stdin_data = spec->has_stdin ? spec->stdin_data : NULL;
+	req.stdin_len = spec->has_stdin ? spec->stdin_len : 0;
+	req.user = spec->user;
+	req.timeout_ms = spec->timeout_ms;
+	sbx__outgate *gate = NULL;
+	if (sbx__outgate_open(capture_output, cap, r.alias, &gate) != SBX_OK)
+		return nomem(err, "job");
+	req.output = sbx__outgate_output;
+	req.output_ctx = sbx__outgate_ctx(gate);
+	memset(oc, 0, sizeof(*oc));
+	SBX_INIT_HEADER(*oc);
+	sbx_error perr = {0};
+	call_begin(&r);
+	rc = r.slot->desc->execute(r.ps->state, r.backend, &req, oc, &perr);
+	call_end(&r);
+	sbx__outgate_close(gate);
+	if (rc == SBX_OK)
+		rc = check_outcome(oc, r.alias, &perr);
+	if (rc != SBX_OK)
+		return plugin_error(err, &perr, rc, r.alias, "job");
+	return SBX_OK;
+}
+
+int sbx__host_policy(sbx_host *h, const char *id, const sbx__policy **out, sbx_error *err)
+{
+	route r;
+	int rc = route_id(h, id, &r, err);
+	if (rc == SBX_OK)
+		*out = &r.ps->ds->policy;
 	return rc;
 }
 

@@ -130,6 +130,7 @@ typedef struct sbx__policy {
 	uint64_t output_max_bytes; /* stored bytes per stream; 0 = unlimited */
 	int64_t ttl;               /* seconds; 0 = none */
 	int auto_resume;           /* exec on a paused sandbox resumes it */
+	uint64_t max_jobs;         /* live background jobs per sandbox (jobs.c) */
 } sbx__policy;
 
 typedef struct sbx__data_source {
@@ -192,5 +193,42 @@ void sbx__outgate_close(sbx__outgate *g);
  * SBX_E_BAD_ID with a message quoting the id and the expected shape. */
 int sbx__id_split(const char *id, char *alias_buf, size_t alias_cap, const char **backend,
 		  sbx_error *err);
+
+/* ---- quiet runs (host.c) for jobs.c: a command whose output stays in memory */
+typedef struct sbx__run_spec {
+	const char *const *argv; /* NULL-terminated */
+	const char *cwd;         /* NULL: the sandbox's work dir */
+	const sbx_kv *env;
+	uint32_t n_env;
+	uint32_t has_stdin;
+	const void *stdin_data;
+	size_t stdin_len;
+	const char *user;
+	uint64_t timeout_ms;
+} sbx__run_spec;
+
+typedef struct sbx__capture {
+	char *out; /* stdout, NUL-terminated, from sbx__alloc (free with sbx__free) */
+	size_t out_len;
+	size_t out_cap; /* stdout past this many bytes is dropped (out_over set) */
+	int out_over;
+	char err[512]; /* the start of stderr */
+	size_t err_len;
+} sbx__capture;
+
+/* Runs spec in sandbox `id` through its plugin's execute (resuming a paused sandbox as
+ * sbx_exec would), keeping stdout in cap->out and the start of stderr. SBX_OK with *oc
+ * filled when the command ran, whatever its exit status. */
+int sbx__host_run(sbx_host *h, const char *id, const sbx__run_spec *spec, sbx__capture *cap,
+		  sbx_exec_outcome *oc, sbx_error *err);
+/* The policy of the data source that `id` routes to. */
+int sbx__host_policy(sbx_host *h, const char *id, const sbx__policy **out, sbx_error *err);
+
+/* ---- jobs (jobs.c) */
+/* Starts opts as a background job of sandbox id; its id goes into job_id[SBX_JOB_ID_MAX]. */
+int sbx__job_start(sbx_host *h, const char *id, const sbx_exec_opts *opts, char *job_id,
+		   sbx_error *err);
+/* Forgets the job rows of a destroyed sandbox. */
+void sbx__jobs_forget(sbx_host *h, const char *id);
 
 #endif

@@ -11,7 +11,7 @@
 
 #include "ledger.h"
 
-#define LEDGER_SCHEMA_VERSION 2
+#define LEDGER_SCHEMA_VERSION 3
 
 struct sbx__ledger {
 	sqlite3 *db;
@@ -49,6 +49,23 @@ static const char *const migrations[] = {
     " created INTEGER NOT NULL,"
     " updated INTEGER NOT NULL,"
     " PRIMARY KEY (user_id, session_id));",
+    /* 3: background jobs, one row per job; the sandbox holds the job's files and is the
+     * truth, these rows are the last state seen (for listing and the per-sandbox cap).
+     * Times in unix milliseconds. */
+    "CREATE TABLE jobs ("
+    " job_id TEXT PRIMARY KEY,"
+    " sandbox_id TEXT NOT NULL,"
+    " state TEXT NOT NULL,"
+    " pid INTEGER NOT NULL DEFAULT 0,"
+    " exit_code INTEGER NOT NULL DEFAULT -1,"
+    " signal INTEGER NOT NULL DEFAULT 0,"
+    " started_ms INTEGER NOT NULL DEFAULT 0,"
+    " ended_ms INTEGER NOT NULL DEFAULT 0,"
+    " stdout_bytes INTEGER NOT NULL DEFAULT 0,"
+    " stderr_bytes INTEGER NOT NULL DEFAULT 0,"
+    " created INTEGER NOT NULL,"
+    " updated INTEGER NOT NULL);"
+    "CREATE INDEX jobs_sandbox ON jobs(sandbox_id);",
 };
 
 static int db_error(sbx__ledger *led, sbx_error *err, const char *what)
@@ -511,4 +528,89 @@ int sbx__session_delete(sbx__ledger *led, const char *user, const char *session,
 	return run_counted(led, err, deleted, "forget session",
 			   "DELETE FROM sessions WHERE user_id = ? AND session_id = ?", "ss", user,
 			   session);
+}
+
+/* ---- jobs */
+
+int sbx__ledger_job_put(sbx__ledger *led, const sbx__job_row *r, sbx_error *err)
+{
+	return run(led, err, "record job",
+		   "INSERT INTO jobs (job_id, sandbox_id, state, pid, exit_code, signal, started_ms,"
+		   " ended_ms, stdout_bytes, stderr_bytes, created, updated)"
+		   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+		   " ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, pid = excluded.pid,"
+		   " exit_code = excluded.exit_code, signal = excluded.signal,"
+		   " started_ms = excluded.started_ms, ended_ms = excluded.ended_ms,"
+		   " stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes,"
+		   " updated = excluded.updated",
+		   "sssiiiiiiiii", r->job_id, r->sandbox_id, r->state, r->pid,
+		   (int64_t)r->exit_code, (int64_t)r->signal, r->started_ms, r->ended_ms,
+		   r->stdout_bytes, r->stderr_bytes, now(), now());
+}
+
+int sbx__ledger_job_delete(sbx__ledger *led, const char *job_id, sbx_error *err)
+{
+	return run(led, err, "forget job", "DELETE FROM jobs WHERE job_id = ?", "s", job_id);
+}
+
+int sbx__ledger_jobs_forget(sbx__ledger *led, const char *sandbox_id, sbx_error *err)
+{
+	return run(led, err, "forget jobs", "DELETE FROM jobs WHERE sandbox_id = ?", "s",
+		   sandbox_id);
+}
+
+int sbx__ledger_jobs(sbx__ledger *led, const char *sandbox_id, sbx__job_row **rows, size_t *n,
+		     sbx_error *err)
+{
+	*rows = NULL;
+	*n = 0;
+	size_t cap = 0;
+	sqlite3_stmt *st = NULL;
+	int rc = SBX_OK;
+	pthread_mutex_lock(&led->lock);
+	if (sqlite3_prepare_v2(led->db,
+			       "SELECT job_id, sandbox_id, state, pid, exit_code, signal, started_ms,"
+			       " ended_ms, stdout_bytes, stderr_bytes FROM jobs WHERE sandbox_id = ?"
+			       " ORDER BY started_ms, rowid",
+			       -1, &st, NULL) != SQLITE_OK) {
+		rc = db_error(led, err, "list jobs");
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, sandbox_id, -1, SQLITE_TRANSIENT);
+	int step;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			sbx__job_row *nr = sbx__realloc(*rows, ncap * sizeof(**rows));
+			if (!nr) {
+				rc = sbx__set_error(err, SBX_E_NOMEM, "ledger: out of memory");
+				break;
+			}
+			*rows = nr;
+			cap = ncap;
+		}
+		sbx__job_row *r = &(*rows)[(*n)++];
+		memset(r, 0, sizeof(*r));
+		copy_col(r->job_id, sizeof(r->job_id), st, 0);
+		copy_col(r->sandbox_id, sizeof(r->sandbox_id), st, 1);
+		copy_col(r->state, sizeof(r->state), st, 2);
+		r->pid = sqlite3_column_int64(st, 3);
+		r->exit_code = sqlite3_column_int(st, 4);
+		r->signal = sqlite3_column_int(st, 5);
+		r->started_ms = sqlite3_column_int64(st, 6);
+		r->ended_ms = sqlite3_column_int64(st, 7);
+		r->stdout_bytes = sqlite3_column_int64(st, 8);
+		r->stderr_bytes = sqlite3_column_int64(st, 9);
+	}
+	if (rc == SBX_OK && step != SQLITE_DONE)
+		rc = db_error(led, err, "list jobs");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&led->lock);
+	if (rc != SBX_OK) {
+		sbx__free(*rows);
+		*rows = NULL;
+		*n = 0;
+	}
+	return rc;
 }

@@ -100,4 +100,28 @@ int sbx__session_set_assets(sbx__ledger *led, const char *user, const char *sess
 int sbx__session_delete(sbx__ledger *led, const char *user, const char *session, int *deleted,
 			sbx_error *err);
 
+/* ---- jobs: the last state seen of each background job (jobs.c keeps them) */
+
+typedef struct sbx__job_row {
+	char job_id[SBX_JOB_ID_MAX];
+	char sandbox_id[SBX_ID_MAX];
+	char state[16]; /* starting, running, exited, killed, lost */
+	int64_t pid;
+	int exit_code;
+	int signal;
+	int64_t started_ms; /* unix milliseconds */
+	int64_t ended_ms;   /* 0 while running */
+	int64_t stdout_bytes;
+	int64_t stderr_bytes;
+} sbx__job_row;
+
+/* Inserts or updates the row of r->job_id. */
+int sbx__ledger_job_put(sbx__ledger *led, const sbx__job_row *r, sbx_error *err);
+int sbx__ledger_job_delete(sbx__ledger *led, const char *job_id, sbx_error *err);
+/* Removes every job row of the sandbox (it was destroyed). */
+int sbx__ledger_jobs_forget(sbx__ledger *led, const char *sandbox_id, sbx_error *err);
+/* The sandbox's job rows, oldest first; *rows from sbx__alloc (free with sbx__free). */
+int sbx__ledger_jobs(sbx__ledger *led, const char *sandbox_id, sbx__job_row **rows, size_t *n,
+		     sbx_error *err);
+
 #endif

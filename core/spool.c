@@ -512,5 +512,6 @@ void sbx_exec_result_free(sbx_exec_result *res)
 	sbx__free(res->output_dir);
 	sbx__free(res->stdout_file);
 	sbx__free(res->stderr_file);
+	sbx__free(res->job_id);
 	sbx__free(res);
 }

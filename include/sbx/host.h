@@ -158,6 +158,10 @@ typedef struct sbx_exec_opts {
 	/* Seconds, fractions allowed. 0: none. Negative: the data source's default timeout. */
 	double timeout;
 	const char *user;
+	/* ABI 1.1: nonzero starts the command as a background job (see "jobs" below) and
+	 * returns at once with sbx_exec_result.job_id set; the timeout does not apply to it. */
+	uint32_t background;
+	uint32_t reserved0;
 } sbx_exec_opts;
 
 /* The outcome of one command. Owned by the caller; free with sbx_exec_result_free. */
@@ -181,6 +185,7 @@ typedef struct sbx_exec_result {
 	char *output_dir; /* per-call directory with command.txt, stdout.txt, stderr.txt */
 	char *stdout_file;
 	char *stderr_file;
+	char *job_id; /* ABI 1.1: the job a background exec started, else NULL */
 } sbx_exec_result;
 
 /* Runs a command. A command that ran and failed is SBX_OK with its exit code; statuses are
@@ -190,6 +195,73 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 
 /* NULL is a no-op. */
 void sbx_exec_result_free(sbx_exec_result *res);
+
+/* ---- background jobs (ABI 1.1) ----
+ *
+ * sbx_exec with `background` starts the command in the sandbox under a small supervisor
+ * process that is no child of the caller: stdin is /dev/null (or the given bytes), stdout and
+ * stderr go to files in the sandbox (.sbx/jobs/JOB/stdout and stderr beneath its work dir),
+ * and the supervisor records the pid, the exit status and the times there even when nobody
+ * waits. A job id is "<12 hex>@<sandbox id>", so any process that can reach the sandbox can
+ * query, read, wait for and kill it; the ledger keeps the last state seen of each job (for
+ * listing and the cap `max_jobs` on live jobs per sandbox, default 64, SBX_E_LIMIT past it).
+ * Jobs go with their sandbox: destroy ends them and forgets their rows. */
+
+#define SBX_JOB_ID_MAX (SBX_ID_MAX + 16)
+
+#define SBX_JOB_RUNNING 1u
+#define SBX_JOB_EXITED  2u /* ran to its end; exit_code is its status as the shell reports it */
+#define SBX_JOB_KILLED  3u /* died of the signal sbx_job_kill sent: signal is set */
+#define SBX_JOB_LOST    4u /* its supervisor is gone without an exit status */
+
+typedef struct sbx_job_info {
+	SBX_STRUCT_HEADER;
+	char id[SBX_JOB_ID_MAX];
+	char sandbox_id[SBX_ID_MAX];
+	uint32_t state;    /* SBX_JOB_* */
+	int32_t exit_code; /* -1 unless exited */
+	int32_t signal;    /* killed: the signal, else 0 */
+	uint32_t reserved0;
+	int64_t pid;     /* the job's pid (and process group) inside the sandbox */
+	double started;  /* unix seconds, the sandbox's clock */
+	double duration; /* seconds, so far while running */
+	uint64_t stdout_bytes;
+	uint64_t stderr_bytes;
+	char command[256]; /* first line of the command, cut */
+} sbx_job_info;
+
+/* Name of a state: "running", "exited", "killed", "lost"; "unknown" otherwise. */
+const char *sbx_job_state_name(uint32_t state);
+
+/* Asks the sandbox for the job's state. SBX_E_INVAL for a malformed job id, SBX_E_NOT_FOUND
+ * when the sandbox has no such job. */
+int sbx_job_status(sbx_host *host, const char *job_id, sbx_job_info *info, sbx_error *err);
+
+/* Called once per job; a nonzero return stops the walk and is returned. */
+typedef int (*sbx_job_fn)(void *ctx, const sbx_job_info *info);
+
+#define SBX_JOB_LIST_CACHED 1u /* the ledger's last seen states; the sandbox is not asked */
+
+/* Every job of the sandbox, oldest first: asks the sandbox (and updates the ledger), or with
+ * SBX_JOB_LIST_CACHED reads the ledger only (command is then empty). */
+int sbx_job_list(sbx_host *host, const char *sandbox_id, uint32_t flags, sbx_job_fn fn,
+		 void *ctx, sbx_error *err);
+
+/* Waits until the job is no longer running, at most `timeout` seconds (negative: no bound),
+ * and fills info. SBX_E_TIMEOUT (info filled, the job still running) when the time ran out. */
+int sbx_job_wait(sbx_host *host, const char *job_id, double timeout, sbx_job_info *info,
+		 sbx_error *err);
+
+/* Sends signal `sig` (1..64; 0 means SIGTERM) to the job's whole tree: its process group and
+ * every process carrying its tag in the environment. A job that is not running is left
+ * alone (SBX_OK). */
+int sbx_job_kill(sbx_host *host, const char *job_id, int sig, sbx_error *err);
+
+/* Reads the job's output stream (SBX_STREAM_STDOUT or SBX_STREAM_STDERR): at most max bytes
+ * from byte `offset`, or with tail_lines > 0 its last tail_lines lines. *data (free with
+ * sbx_free) holds *len bytes plus a NUL not counted. */
+int sbx_job_read(sbx_host *host, const char *job_id, uint32_t stream, uint64_t offset,
+		 size_t max, uint32_t tail_lines, void **data, size_t *len, sbx_error *err);
 
 /* ---- files (paths absolute in the sandbox or relative to its work dir) ---- */
 

@@ -6,6 +6,9 @@
  *        resume, status, list_by_label, info).
  *   1.1  Status SBX_E_PLUGIN_CRASHED (23): the runner process of an out-of-process plugin
  *        died or hung; registry entries take `runner: process | inproc`.
+ *        Background jobs (host.h): sbx_exec_opts.background, sbx_exec_result.job_id,
+ *        sbx_job_info and sbx_job_status/list/wait/kill/read, policy key max_jobs; jobs
+ *        run through a plugin's execute under an in-sandbox supervisor, no new plugin op.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns

@@ -10,8 +10,9 @@ from .errors import (BackendError, BackendUnreachable, BadId, ConfigError, Infra
                      InvalidArgument, PathError, PluginCrashed, PluginError, SandboxNotFound,
                      SbxError, Unsupported)
 from .host import AsyncHost, ExecResult, FileEntry, Host, PluginState, Session
+from .jobs import AsyncJob, Job, JobStatus, JobTimeout
 
 __all__ = ["Host", "AsyncHost", "ExecResult", "FileEntry", "PluginState", "Session", "SbxError",
            "InfrastructureError", "SandboxNotFound", "BackendUnreachable", "BackendError",
            "ConfigError", "PluginError", "BadId", "Unsupported", "PathError", "InvalidArgument",
-           "PluginCrashed"]
+           "PluginCrashed", "Job", "AsyncJob", "JobStatus", "JobTimeout"]

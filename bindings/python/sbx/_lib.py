@@ -57,7 +57,8 @@ class ExecOpts(ctypes.Structure):
                           ("cwd", ctypes.c_char_p), ("env", ctypes.POINTER(KV)),
                           ("n_env", ctypes.c_uint32), ("has_stdin", ctypes.c_uint32),
                           ("stdin_data", ctypes.c_char_p), ("stdin_len", ctypes.c_size_t),
-                          ("timeout", ctypes.c_double), ("user", ctypes.c_char_p)]
+                          ("timeout", ctypes.c_double), ("user", ctypes.c_char_p),
+                          ("background", ctypes.c_uint32), ("reserved0", ctypes.c_uint32)]
 
 
 class ExecResult(ctypes.Structure):
@@ -71,7 +72,23 @@ class ExecResult(ctypes.Structure):
                           ("stdout_bytes", ctypes.c_uint64), ("stderr_bytes", ctypes.c_uint64),
                           ("stdout_dropped", ctypes.c_uint64), ("stderr_dropped", ctypes.c_uint64),
                           ("output_dir", ctypes.c_char_p), ("stdout_file", ctypes.c_char_p),
-                          ("stderr_file", ctypes.c_char_p)]
+                          ("stderr_file", ctypes.c_char_p), ("job_id", ctypes.c_char_p)]
+
+
+JOB_ID_MAX = 256 + 16
+JOB_STATES = {1: "running", 2: "exited", 3: "killed", 4: "lost"}
+
+
+class JobInfo(ctypes.Structure):
+    _fields_ = _HEADER + [("id", ctypes.c_char * JOB_ID_MAX), ("sandbox_id", ctypes.c_char * 256),
+                          ("state", ctypes.c_uint32), ("exit_code", ctypes.c_int32),
+                          ("signal", ctypes.c_int32), ("reserved0", ctypes.c_uint32),
+                          ("pid", ctypes.c_int64), ("started", ctypes.c_double),
+                          ("duration", ctypes.c_double), ("stdout_bytes", ctypes.c_uint64),
+                          ("stderr_bytes", ctypes.c_uint64), ("command", ctypes.c_char * 256)]
+
+
+JOB_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(JobInfo))
 
 
 class FileInfo(ctypes.Structure):
@@ -160,6 +177,12 @@ def lib():
         "sbx_session_pause": ([vp, cp, cp, err], ctypes.c_int),
         "sbx_session_end": ([vp, cp, cp, err], ctypes.c_int),
         "sbx_session_get": ([vp, cp, cp, SESSION_FN, vp, err], ctypes.c_int),
+        "sbx_job_status": ([vp, cp, P(JobInfo), err], ctypes.c_int),
+        "sbx_job_list": ([vp, cp, ctypes.c_uint32, JOB_FN, vp, err], ctypes.c_int),
+        "sbx_job_wait": ([vp, cp, ctypes.c_double, P(JobInfo), err], ctypes.c_int),
+        "sbx_job_kill": ([vp, cp, ctypes.c_int, err], ctypes.c_int),
+        "sbx_job_read": ([vp, cp, ctypes.c_uint32, ctypes.c_uint64, sz, ctypes.c_uint32, P(vp),
+                          P(sz), err], ctypes.c_int),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(L, name)

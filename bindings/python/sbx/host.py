@@ -14,6 +14,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
 from .errors import from_status
+from .jobs import AsyncJob, Job, JobStatus, list_jobs
 
 
 def _b(s):
@@ -172,9 +173,10 @@ class Host:
     def exec(self, sandbox_id: str, command: Union[str, Sequence[str]], *,
              cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
              timeout: Optional[float] = None, stdin: Optional[bytes] = None,
-             user: Optional[str] = None) -> ExecResult:
+             user: Optional[str] = None, background: bool = False):
         """Runs a shell string (bash -c) or an argv list. timeout in seconds; None: the
-        config's default; 0: none."""
+        config's default; 0: none. background=True starts it as a job and returns a Job at
+        once (the timeout does not apply to it)."""
         opts = _lib.init_header(_lib.ExecOpts())
         if isinstance(command, (str, bytes)):
             opts.shell = _b(command)
@@ -191,11 +193,14 @@ class Host:
             opts.stdin_len = len(data)
         opts.timeout = -1.0 if timeout is None else float(timeout)
         opts.user = _b(user)
+        opts.background = 1 if background else 0
         res = ctypes.POINTER(_lib.ExecResult)()
         self._call(self._L.sbx_exec, self._h, _b(sandbox_id), ctypes.byref(opts),
                    ctypes.byref(res))
         try:
             r = res.contents
+            if background:
+                return Job(self, r.job_id.decode())
             out = ctypes.string_at(r.stdout_text, r.stdout_text_len) if r.stdout_text else b""
             err = ctypes.string_at(r.stderr_text, r.stderr_text_len) if r.stderr_text else b""
             return ExecResult(
@@ -210,6 +215,15 @@ class Host:
                 stderr_file=_s(r.stderr_file))
         finally:
             self._L.sbx_exec_result_free(res)
+
+    def job(self, job_id: str) -> Job:
+        """A handle on a job by its id, e.g. one another process started."""
+        return Job(self, job_id)
+
+    def jobs(self, sandbox_id: str, cached: bool = False) -> List[JobStatus]:
+        """Every job of the sandbox, oldest first; cached=True reads the ledger's last
+        seen states without asking the sandbox."""
+        return list_jobs(self, sandbox_id, cached)
 
     def read_file(self, sandbox_id: str, path: str) -> bytes:
         data, n = ctypes.c_void_p(), ctypes.c_size_t()
@@ -320,7 +334,19 @@ class AsyncHost:
         return await self._run(self.host.destroy, *a, **k)
 
     async def exec(self, *a, **k):
-        return await self._run(self.host.exec, *a, **k)
+        """With background=True: an AsyncJob whose methods are awaitables."""
+        r = await self._run(self.host.exec, *a, **k)
+        return AsyncJob(self, r) if k.get("background") else r
+
+    async def exec_background(self, *a, **k) -> AsyncJob:
+        k["background"] = True
+        return AsyncJob(self, await self._run(self.host.exec, *a, **k))
+
+    def job(self, job_id: str) -> AsyncJob:
+        return AsyncJob(self, self.host.job(job_id))
+
+    async def jobs(self, *a, **k):
+        return await self._run(self.host.jobs, *a, **k)
 
     async def read_file(self, *a, **k):
         return await self._run(self.host.read_file, *a, **k)
