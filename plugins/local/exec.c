@@ -38,6 +38,7 @@ extern char **environ;
 #define STAGE_CHDIR  3
 #define STAGE_EXEC   4
 #define STAGE_FORK   5
+#define STAGE_JOIN   6
 
 typedef struct child_report {
 	int stage;
@@ -53,6 +54,7 @@ typedef struct plan {
 	int report_fd;
 	int procs_fd;              /* cgroup.procs to join, -1 for none */
 	int status_fd, control_fd; /* subreaper helper's pipes */
+	const local_join *join;    /* the isolated level's namespaces (ns.c) */
 } plan;
 
 static int64_t now_ms(void)
@@ -108,6 +110,9 @@ static void run_command(const plan *p)
 		if (write(p->procs_fd, buf, n) != (ssize_t)n)
 			report(p->report_fd, STAGE_CGROUP, errno);
 	}
+	int je = p->join ? sbx__local_join_child(p->join) : 0;
+	if (je != 0)
+		report(p->report_fd, STAGE_JOIN, je);
 	/* Move the ends above 2 first: one of them may itself be 0, 1 or 2. */
 	int in = fcntl(p->in_fd, F_DUPFD_CLOEXEC, 3);
 	int out = fcntl(p->out_fd, F_DUPFD_CLOEXEC, 3);
@@ -609,6 +614,9 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		  .procs_fd = -1,
 		  .status_fd = -1,
 		  .control_fd = -1};
+	local_join join = {.pidfd = -1};
+	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++)
+		join.procs[i] = -1;
 	int report_r = -1, rc = sbx__local_path(st, id, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
 		return rc;
@@ -625,8 +633,11 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	if (rc != SBX_OK)
 		return rc;
 	rc = build_env(st, id, cwd, req, &env, err);
+	if (rc == SBX_OK)
+		rc = sbx__local_join_prepare(st, id, &join, err);
 	if (rc != SBX_OK)
 		goto out;
+	p.join = join.active ? &join : NULL;
 	if (req->shell) {
 		argv = calloc(4, sizeof(*argv));
 		if (!argv)
@@ -678,7 +689,15 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	}
 
 	int64_t start = now_ms();
+	int je = sbx__local_join_fork_begin(&join);
+	if (je != 0) {
+		rc = h->set_error(err, SBX_E_IO, "local: exec: cannot enter sandbox %s: %s", id,
+				  strerror(je));
+		goto out;
+	}
 	r.child = fork();
+	if (r.child != 0)
+		sbx__local_join_fork_end(&join);
 	if (r.child < 0)
 		goto io;
 	if (r.child == 0) {
@@ -704,7 +723,9 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		} else {
 			rc = h->set_error(
 			    err, SBX_E_IO, "local: exec: cannot start the command (%s): %s",
-			    rep.stage == STAGE_CGROUP ? "joining its cgroup" : "set-up",
+			    rep.stage == STAGE_CGROUP ? "joining its cgroup"
+			    : rep.stage == STAGE_JOIN ? "entering the sandbox"
+						      : "set-up",
 			    strerror(rep.err));
 		}
 		goto finish;
@@ -811,6 +832,8 @@ finish:
 		if (out_rc != 0)
 			rc = h->set_error(err, out_rc,
 					  "local: exec: the host stopped taking output");
+		if (sbx__local_join_oom(&join) && SBX_HAS(out, sbx_exec_outcome, oom_killed))
+			out->oom_killed = 1;
 	}
 	goto out;
 io:
@@ -827,6 +850,7 @@ out:
 	close_fd(&r.control_w);
 	close_fd(&report_r);
 	close_child_ends(&p);
+	sbx__local_join_close(&join);
 	if (cg[0])
 		sbx__local_cg_remove(cg);
 	free(argv);
