@@ -7,7 +7,6 @@ int sbx__local_image_rootfs(const local_state *st, const char *image, char *buf,
 	(void)st;
 	(void)cap;
 	buf[0] = '\0';
-	return sbx__local_host->set_error(err, SBX_E_UNSUPPORTED,
-					  "local: image '%.200s': image import is not built yet",
-					  image);
+	return sbx__local_host->set_error(
+	    err, SBX_E_UNSUPPORTED, "local: image '%.200s': image import is not built yet", image);
 }

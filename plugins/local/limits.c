@@ -128,8 +128,9 @@ static int set_limit(const char *dir, const char *file, const char *value, sbx_e
 {
 	int e = write_text(dir, file, value);
 	if (e != 0)
-		return sbx__local_host->set_error(err, SBX_E_IO, "local: cannot set %s/%s to %s: %s",
-						  dir, file, value, strerror(e));
+		return sbx__local_host->set_error(err, SBX_E_IO,
+						  "local: cannot set %s/%s to %s: %s", dir, file,
+						  value, strerror(e));
 	return SBX_OK;
 }
 

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sbx/plugin.h>
 
@@ -88,6 +89,13 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 /* Kills processes whose environment names this sandbox (the tracking used when no cgroup). */
 void sbx__local_kill_tagged(const char *id);
 
+/* ---- spawn.c */
+/* Runs fn(arg) in a child that shares the caller's memory until it execs or exits (vfork
+ * semantics, own stack, signals blocked), born in the cgroup v2 folder open at cgroup_fd when
+ * that is not -1 and the kernel can; *placed says whether it was (set before the child runs).
+ * Returns the child's pid, or -1 with errno. */
+pid_t sbx__local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed);
+
 /* ---- files.c */
 int sbx__local_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
 			 sbx_error *err);
@@ -131,19 +139,18 @@ int sbx__local_iso_info(const local_state *st, char *buf, size_t cap);
 /* What an exec needs to join a sandbox: prepared by the parent, used by the child. */
 #define LOCAL_JOIN_PROCS 3
 typedef struct local_join {
-	int active;                      /* 0: the plain level, nothing to join */
-	int pidfd;                       /* the sandbox's init */
-	int ns_flags;                    /* namespaces the child enters through pidfd */
-	int procs[LOCAL_JOIN_PROCS];     /* limit cgroups' cgroup.procs to join (-1 none) */
+	int active;                  /* 0: the plain level, nothing to join */
+	int pidfd;                   /* the sandbox's init */
+	int ns_flags;                /* namespaces the child enters through pidfd */
+	int procs[LOCAL_JOIN_PROCS]; /* limit cgroups' cgroup.procs to join (-1 none) */
 	int cap_last;
 	int self_pidns;
-	int64_t oom_before;              /* the memory cgroup's OOM kill count before the exec */
+	int64_t oom_before; /* the memory cgroup's OOM kill count before the exec */
 	char oom_file[600];
 } local_join;
 /* Parent, before fork: makes sure the init runs (restarting it after a reboot) and opens
  * what the child needs. */
-int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j,
-			    sbx_error *err);
+int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j, sbx_error *err);
 /* Parent, around fork: children of this thread are born in the sandbox's PID namespace. */
 int sbx__local_join_fork_begin(const local_join *j);
 void sbx__local_join_fork_end(const local_join *j);

@@ -175,10 +175,17 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 		iso->level = LOCAL_ISO_NAMESPACES;
 	else
 		return H->set_error(err, SBX_E_CONFIG,
-				    "local: isolation '%.64s' is not one of plain, namespaces", level);
+				    "local: isolation '%.64s' is not one of plain, namespaces",
+				    level);
 	if (iso->level == LOCAL_ISO_PLAIN) {
-		const char *set = rootfs ? "rootfs" : image ? "image" : net ? "network" : mem ? "memory"
-				  : disk ? "disk" : cpus ? "cpus" : pids ? "pids" : NULL;
+		const char *set = rootfs  ? "rootfs"
+				  : image ? "image"
+				  : net   ? "network"
+				  : mem   ? "memory"
+				  : disk  ? "disk"
+				  : cpus  ? "cpus"
+				  : pids  ? "pids"
+					  : NULL;
 		if (set)
 			return H->set_error(err, SBX_E_CONFIG,
 					    "local: '%s' needs 'isolation: namespaces'", set);
@@ -190,10 +197,11 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 	if (rootfs && strcmp(rootfs, "host") != 0) {
 		struct stat sb;
 		if (rootfs[0] != '/' || stat(rootfs, &sb) != 0 || !S_ISDIR(sb.st_mode))
-			return H->set_error(err, SBX_E_CONFIG,
-					    "local: rootfs '%.200s' is neither 'host' nor an absolute "
-					    "path of a folder",
-					    rootfs);
+			return H->set_error(
+			    err, SBX_E_CONFIG,
+			    "local: rootfs '%.200s' is neither 'host' nor an absolute "
+			    "path of a folder",
+			    rootfs);
 		if (snprintf(iso->rootfs_dir, sizeof(iso->rootfs_dir), "%s", rootfs) >=
 		    (int)sizeof(iso->rootfs_dir))
 			return H->set_error(err, SBX_E_CONFIG, "local: rootfs path too long");
@@ -205,7 +213,8 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 					    "local: give one of 'rootfs' and 'image', not both");
 		if (!image[0] || snprintf(iso->image, sizeof(iso->image), "%s", image) >=
 				     (int)sizeof(iso->image))
-			return H->set_error(err, SBX_E_CONFIG, "local: image name is empty or too long");
+			return H->set_error(err, SBX_E_CONFIG,
+					    "local: image name is empty or too long");
 		iso->rootfs = LOCAL_ROOTFS_IMAGE;
 	}
 	if (net && strcmp(net, "host") != 0 && strcmp(net, "none") != 0)
@@ -214,10 +223,11 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 	iso->network_host = net && strcmp(net, "host") == 0;
 	int ok = 1;
 	if (mem && ((iso->memory = parse_size(mem, &ok)), !ok || iso->memory < (1 << 20)))
-		return H->set_error(err, SBX_E_CONFIG,
-				    "local: memory '%.64s' is not a size of at least 1M (e.g. 512M, "
-				    "2G)",
-				    mem);
+		return H->set_error(
+		    err, SBX_E_CONFIG,
+		    "local: memory '%.64s' is not a size of at least 1M (e.g. 512M, "
+		    "2G)",
+		    mem);
 	if (disk && ((iso->disk = parse_size(disk, &ok)), !ok || iso->disk <= 0))
 		return H->set_error(err, SBX_E_CONFIG,
 				    "local: disk '%.64s' is not a size (e.g. 10G)", disk);
@@ -230,9 +240,9 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 		char *end = NULL;
 		double c = strtod(cpus, &end);
 		if (end == cpus || *end || !(c >= 0.01 && c <= 4096))
-			return H->set_error(err, SBX_E_CONFIG,
-					    "local: cpus '%.64s' is not a number of CPUs (e.g. 1.5)",
-					    cpus);
+			return H->set_error(
+			    err, SBX_E_CONFIG,
+			    "local: cpus '%.64s' is not a number of CPUs (e.g. 1.5)", cpus);
 		iso->cpu_quota_us = (int64_t)(c * 100000.0 + 0.5);
 	}
 	if (sbx__local_limits_detect(st) != 0)
@@ -314,8 +324,7 @@ static int write_record(const char *dir, long pid, unsigned long long start, sbx
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
-		return H->set_error(err, SBX_E_IO, "local: cannot write %s: %s", path,
-				    strerror(e));
+		return H->set_error(err, SBX_E_IO, "local: cannot write %s: %s", path, strerror(e));
 	}
 	return SBX_OK;
 }
@@ -526,8 +535,8 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 		goto out;
 	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
 	if ((ip.procs[0] = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
-		rc = H->set_error(err, SBX_E_IO, "local: cannot open %s: %s", path,
-				  strerror(errno));
+		rc =
+		    H->set_error(err, SBX_E_IO, "local: cannot open %s: %s", path, strerror(errno));
 		goto out;
 	}
 	rc = sbx__local_limits_open(st, id, ip.procs + 1, LOCAL_JOIN_PROCS, err);
@@ -657,8 +666,8 @@ int sbx__local_iso_create(const local_state *st, const char *id, const sbx_creat
 	if (rc != SBX_OK)
 		return rc;
 	const char *image = spec && spec->image && spec->image[0] ? spec->image
-			    : iso->rootfs == LOCAL_ROOTFS_IMAGE ? iso->image
-								: NULL;
+			    : iso->rootfs == LOCAL_ROOTFS_IMAGE   ? iso->image
+								  : NULL;
 	if (image)
 		rc = sbx__local_image_rootfs(st, image, lower, sizeof(lower), err);
 	else if (iso->rootfs == LOCAL_ROOTFS_DIR)
@@ -715,8 +724,7 @@ void sbx__local_iso_destroy(const local_state *st, const char *id)
 
 /* ---- joining from an exec */
 
-int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j,
-			    sbx_error *err)
+int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j, sbx_error *err)
 {
 	memset(j, 0, sizeof(*j));
 	j->pidfd = -1;
@@ -736,8 +744,8 @@ int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j
 		rc = ensure_init(st, id, dir, &j->pidfd, err);
 	if (rc == SBX_OK)
 		rc = sbx__local_limits_open(st, id, j->procs, LOCAL_JOIN_PROCS, err);
-	if (rc == SBX_OK && sbx__local_limits_oom_file(st, id, j->oom_file, sizeof(j->oom_file)) ==
-				0)
+	if (rc == SBX_OK &&
+	    sbx__local_limits_oom_file(st, id, j->oom_file, sizeof(j->oom_file)) == 0)
 		j->oom_before = sbx__local_limits_oom_count(j->oom_file);
 	if (rc != SBX_OK)
 		sbx__local_join_close(j);

@@ -140,7 +140,7 @@ int sbx__local_mounts_plan(const local_state *st, const char *dir, const char *l
 	if (n < 0 || (size_t)n >= sizeof(m->newroot) || w < 0 || (size_t)w >= sizeof(work))
 		return h->set_error(err, SBX_E_INVAL, "local: sandbox path too long");
 	if (!lower[0]) {
-		static const char *const host[] = {"/usr", "/bin",   "/sbin",   "/lib",
+		static const char *const host[] = {"/usr",   "/bin",   "/sbin",   "/lib",
 						   "/lib32", "/lib64", "/libx32", "/etc"};
 		if (add(m, OP_TMPFS, 0, "tmpfs", m->newroot, "mode=0755,size=1m,nr_inodes=4096"))
 			goto nomem;
