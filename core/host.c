@@ -618,6 +618,12 @@ const char *sbx__host_ledger_id(const sbx_host *h)
 	return h->ledger_id;
 }
 
+sbx__ledger_actor sbx__host_actor(const sbx_host *h)
+{
+	sbx__ledger_actor a = {h->hostname, (int64_t)getpid(), h->self_start};
+	return a;
+}
+
 /* A token nobody else will make: time, pid, a counter and bytes from /dev/urandom. */
 static void make_token(sbx_host *h, char token[40])
 {
@@ -763,6 +769,10 @@ static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__dat
 		row.owner_pid = (int64_t)getpid();
 		row.owner_start = host->self_start;
 	}
+	/* The creating process, whoever owns the sandbox: gc finishes the row if it dies. */
+	memcpy(row.actor_host, host->hostname, sizeof(row.actor_host));
+	row.actor_pid = (int64_t)getpid();
+	row.actor_start = host->self_start;
 	snprintf(row.run_id, sizeof(row.run_id), "%s", host->run_id);
 	row.created = now;
 	row.expires = ttl > 0 ? now + ttl : 0;
@@ -792,6 +802,8 @@ static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__dat
 	}
 	if (memchr(backend, '\0', cap) == NULL || backend[0] == '\0') {
 		id[0] = '\0';
+		sbx_error lerr = {0};
+		sbx__ledger_fail(led, row.token, "plugin returned no usable sandbox id", &lerr);
 		return sbx__set_error(
 		    err, SBX_E_BACKEND,
 		    "%s: create: plugin returned %s sandbox id (at most %zu bytes "
@@ -901,13 +913,24 @@ int sbx_destroy(sbx_host *host, const char *id, sbx_error *err)
 	int rc = route_id(host, id, &r, err);
 	if (rc != SBX_OK)
 		return rc;
-	ledger_state(host, id, SBX__LEDGER_DELETING);
+	/* The row names this process as the deleter, so a delete cut short by a crash is
+	 * finished by gc, and one that fails leaves the row as it was. */
+	sbx__ledger_actor self = sbx__host_actor(host);
+	sbx_error lerr = {0};
+	sbx__ledger *led = NULL;
+	if (sbx__host_ledger(host, &led, &lerr) != SBX_OK ||
+	    sbx__ledger_mark_deleting(led, id, &self, &lerr) != SBX_OK)
+		sbx__log(SBX_LOG_WARN, "ledger", "%s: cannot record the delete: %s", id,
+			 lerr.message);
 	sbx_error perr = {0};
 	call_begin(&r);
 	rc = r.slot->desc->destroy(r.ps->state, r.backend, &perr);
 	call_end(&r);
-	if (rc != SBX_OK)
+	if (rc != SBX_OK) {
+		if (led)
+			sbx__ledger_undelete(led, id, &self, &lerr);
 		return plugin_error(err, &perr, rc, r.alias, "destroy");
+	}
 	ledger_state(host, id, SBX__LEDGER_GONE);
 	forget_id(host, id);
 	char *calls = calls_dir_of(host, id);
