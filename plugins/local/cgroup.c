@@ -1,4 +1,5 @@
-/* Per-sandbox and per-exec cgroups: the sandbox's at <cg_root>/<id>, each exec's below it.
+/* Per-sandbox and per-exec cgroups: the sandbox's at <cg_root>/<id> (cg_root being
+ * <mount>/sbx/<hash of the sandbox root>), each exec's below it.
  * Killing a cgroup reaches every process that ever started in it, setsid and double-fork
  * escapees included. cgroup v2 has cgroup.kill; on v1 the freezer stops the tree first so
  * nothing can fork while we signal it. */
@@ -75,9 +76,29 @@ static int exists(const char *dir, const char *name)
 	return n > 0 && (size_t)n < sizeof(path) && access(path, F_OK) == 0;
 }
 
+/* The cgroup tree is one for the whole machine, so each sandbox root gets its own folder in
+ * it, named by a hash of the root's real path: a process using another root (another state
+ * dir, another user) cannot reach these sandboxes' processes even with their ids. */
+static void root_namespace(const local_state *st, char out[17])
+{
+	char real[4096];
+	const char *r = realpath(st->root, real) ? real : st->root;
+	uint64_t h = 14695981039346656037ull;
+	for (const char *p = r; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
 static int try_root(local_state *st, const char *root, int mechanism)
 {
+	char ns[17];
+	root_namespace(st, ns);
 	int n = snprintf(st->cg_root, sizeof(st->cg_root), "%s/sbx", root);
+	if (n < 0 || (size_t)n >= sizeof(st->cg_root))
+		return 0;
+	if (mkdir(st->cg_root, 0755) != 0 && errno != EEXIST)
+		return 0;
+	n = snprintf(st->cg_root, sizeof(st->cg_root), "%s/sbx/%s", root, ns);
 	if (n < 0 || (size_t)n >= sizeof(st->cg_root))
 		return 0;
 	if (mkdir(st->cg_root, 0755) != 0 && errno != EEXIST)

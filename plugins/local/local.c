@@ -192,6 +192,9 @@ static int local_destroy(void *state, const char *id, sbx_error *err)
 	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
 	if (rc != SBX_OK)
 		return rc;
+	struct stat sb;
+	if (lstat(dir, &sb) != 0 && errno == ENOENT)
+		return SBX_OK; /* not under this root: gone, or another root's, left alone */
 	if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) == SBX_OK && access(cg, F_OK) == 0) {
 		sbx__local_cg_kill(st, cg);
 		sbx__local_cg_remove(cg);

@@ -18,7 +18,7 @@
 
 typedef struct local_state {
 	char root[1024];    /* folder holding <id>/work and <id>/meta.json */
-	char cg_root[512];  /* cgroup folder holding sbx/<id>/... ("" for the subreaper) */
+	char cg_root[512];  /* <mount>/sbx/<root hash>, holding <id>/... ("" for the subreaper) */
 	int kill_mechanism; /* LOCAL_KILL_* */
 	int inherit_env;    /* start each exec from the host process environment */
 	int drain_ms;       /* grace for a background child holding the output after exit */
