@@ -270,6 +270,9 @@ static int local_list_by_label(void *state, const char *key, const char *value, 
 			   ? SBX_OK
 			   : H->set_error(err, SBX_E_IO, "local: list: cannot read %s: %s",
 					  st->root, strerror(errno));
+	/* gc lists by the ledger label: the moment to sweep leftovers no label can find. */
+	if (strcmp(key, "sbx.ledger") == 0)
+		sbx__local_cg_sweep(st);
 	int rc = SBX_OK;
 	struct dirent *e;
 	while (rc == SBX_OK && (e = readdir(d))) {
