@@ -247,8 +247,8 @@ int sbx__local_cg_exec_new(const local_state *st, const char *id, char *buf, siz
 		if (rc != SBX_OK)
 			return rc;
 	}
-	return sbx__local_host->set_error(err, SBX_E_IO, "local: cannot create cgroup %s: %s",
-					  buf, strerror(errno));
+	return sbx__local_host->set_error(err, SBX_E_IO, "local: cannot create cgroup %s: %s", buf,
+					  strerror(errno));
 }
 
 /* Calls fn on path and every cgroup below it, children first. */
