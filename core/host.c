@@ -878,8 +878,9 @@ static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__dat
 	snprintf(row.state, sizeof(row.state), "%s", SBX__LEDGER_CREATING);
 	/* What another process needs to reach the sandbox again (secrets as references). */
 	const sbx__data_source *conf = r.ps->ds;
-	char *recorded = r.ps->recorded ? sbx__strdup(r.ps->recorded)
-					: sbx__config_record(conf ? conf->keys : NULL, r.slot->desc);
+	char *recorded = r.ps->recorded
+			     ? sbx__strdup(r.ps->recorded)
+			     : sbx__config_record(conf ? conf->keys : NULL, r.slot->desc);
 	if (!recorded) {
 		sbx__free(labels);
 		return nomem(err, "create");

@@ -104,8 +104,8 @@ int sbx__config_recall(const char *json, sbx__node **keys, sbx_error *err)
 {
 	*keys = NULL;
 	sbx__node *n = NULL;
-	int rc = sbx__yaml_load_string(json, "the ledger's recorded config", 1, SBX_E_LEDGER, &n,
-				       err);
+	int rc =
+	    sbx__yaml_load_string(json, "the ledger's recorded config", 1, SBX_E_LEDGER, &n, err);
 	if (rc != SBX_OK)
 		return rc;
 	if (n->kind != SBX__NODE_MAP) {

@@ -576,7 +576,8 @@ Test(config_record, secrets_only_as_references_and_recalled_from_the_environment
 	sbx_error err = {0};
 	cr_assert_eq(sbx__config_recall(json, &keys, &err), SBX_OK, "%s", err.message);
 	char *back = sbx__node_to_json(keys);
-	cr_assert_str_eq(back, "{\"image\":\"img1\",\"token\":\"Bearer other\",\"extra\":\"a${b}\"}");
+	cr_assert_str_eq(back,
+			 "{\"image\":\"img1\",\"token\":\"Bearer other\",\"extra\":\"a${b}\"}");
 	sbx__free(back);
 	sbx__node_free(keys);
 	sbx__free(json);
