@@ -97,10 +97,16 @@ static int nomem(sbx_error *err, const char *what)
 	return sbx__set_error(err, SBX_E_NOMEM, "%s: out of memory", what);
 }
 
-/* Copies a plugin's error into err, supplying a message when the plugin left none. */
+/* Copies a plugin's error into err, supplying a message when the plugin left none. A status
+ * that is not an sbx status (negative, garbage) becomes SBX_E_BACKEND naming the plugin. */
 static int plugin_error(sbx_error *err, const sbx_error *pe, int rc, const char *alias,
 			const char *op)
 {
+	if (rc <= 0 || strcmp(sbx_status_name(rc), "SBX_E_UNKNOWN") == 0)
+		return sbx__set_error(
+		    err, SBX_E_BACKEND,
+		    "%s: %s: plugin returned %d, which is not an sbx failure status", alias, op,
+		    rc);
 	if (pe->message[0] == '\0')
 		return sbx__set_error(err, rc, "%s: %s: %s", alias, op, sbx_status_message(rc));
 	return sbx__set_error(err, rc, "%s", pe->message);
@@ -524,7 +530,7 @@ static int state_locked(sbx_host *h, plugin_slot *s, const sbx__data_source *ds,
 	sbx_error perr = {0};
 	rc = s->desc->init(ps->cfg, &ps->state, &perr);
 	if (rc != SBX_OK) {
-		plugin_error(err, &perr, rc, alias, "init");
+		rc = plugin_error(err, &perr, rc, alias, "init");
 		goto fail;
 	}
 	ps->inited = 1;
@@ -650,6 +656,24 @@ static void ledger_state(sbx_host *h, const char *id, const char *state)
 	sbx__log(SBX_LOG_WARN, "ledger", "%s: cannot record state %s: %s", id, state, lerr.message);
 }
 
+/* Passes the ids a plugin lists on to the caller's callback, dropping NULL and empty ones. */
+typedef struct id_check {
+	sbx_id_fn fn;
+	void *ctx;
+	const char *alias;
+	size_t bad;
+} id_check;
+
+static int checked_id(void *ctx, const char *backend_id)
+{
+	id_check *c = ctx;
+	if (!backend_id || !backend_id[0]) {
+		c->bad++;
+		return SBX_OK;
+	}
+	return c->fn(c->ctx, backend_id);
+}
+
 int sbx__host_list_by_label(sbx_host *h, const char *alias, const char *key, const char *value,
 			    sbx_id_fn fn, void *ctx, sbx_error *err)
 {
@@ -665,9 +689,13 @@ int sbx__host_list_by_label(sbx_host *h, const char *alias, const char *key, con
 	if (!r.slot->desc->list_by_label)
 		return unsupported(&r, "list_by_label", err);
 	sbx_error perr = {0};
+	id_check chk = {.fn = fn, .ctx = ctx, .alias = alias};
 	call_begin(&r);
-	rc = r.slot->desc->list_by_label(r.ps->state, key, value, fn, ctx, &perr);
+	rc = r.slot->desc->list_by_label(r.ps->state, key, value, checked_id, &chk, &perr);
 	call_end(&r);
+	if (chk.bad)
+		sbx__log(SBX_LOG_WARN, alias,
+			 "list_by_label: plugin reported %zu NULL or empty ids; ignored", chk.bad);
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, alias, "list_by_label");
 }
 
@@ -784,7 +812,7 @@ static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__dat
 	sbx__free(labels);
 	if (rc != SBX_OK) {
 		id[0] = '\0';
-		plugin_error(err, &perr, rc, ds->alias, "create");
+		rc = plugin_error(err, &perr, rc, ds->alias, "create");
 		sbx_error lerr = {0};
 		sbx__ledger_fail(led, row.token, err ? err->message : sbx_status_message(rc),
 				 &lerr);
@@ -988,6 +1016,24 @@ static int check_paused(sbx_host *h, const route *r, const char *id, sbx_error *
 	return SBX_OK;
 }
 
+/* A plugin's outcome within what plugin.h allows, else SBX_E_BACKEND naming the plugin. */
+static int check_outcome(const sbx_exec_outcome *oc, const char *alias, sbx_error *perr)
+{
+	if (oc->exit_code < -1 || oc->exit_code > 255)
+		return sbx__set_error(perr, SBX_E_BACKEND,
+				      "%s: exec: plugin reported exit code %d, outside -1..255",
+				      alias, (int)oc->exit_code);
+	if (oc->signal < 0 || oc->signal > 64)
+		return sbx__set_error(perr, SBX_E_BACKEND,
+				      "%s: exec: plugin reported signal %d, outside 0..64", alias,
+				      (int)oc->signal);
+	if (oc->timed_out > 1)
+		return sbx__set_error(perr, SBX_E_BACKEND,
+				      "%s: exec: plugin reported timed_out %u, expected 0 or 1",
+				      alias, (unsigned)oc->timed_out);
+	return SBX_OK;
+}
+
 int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec_result **out,
 	     sbx_error *err)
 {
@@ -1016,6 +1062,7 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 
 	char *calls = NULL, *call_dir = NULL, *command = NULL;
 	sbx__spool *sp = NULL;
+	sbx__outgate *gate = NULL;
 	sbx_exec_result *res = NULL;
 	uint32_t argc = 0;
 	const sbx__policy *pol = &r.ps->ds->policy;
@@ -1062,8 +1109,13 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 			req.timeout_ms++;
 	}
 	req.user = opts->user;
-	req.output = sbx__spool_write;
-	req.output_ctx = sp;
+	rc = sbx__outgate_open(sbx__spool_write, sp, r.alias, &gate);
+	if (rc != SBX_OK) {
+		rc = nomem(err, "exec");
+		goto out;
+	}
+	req.output = sbx__outgate_output;
+	req.output_ctx = sbx__outgate_ctx(gate);
 
 	sbx_exec_outcome oc;
 	memset(&oc, 0, sizeof(oc));
@@ -1073,7 +1125,12 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	call_begin(&r);
 	rc = r.slot->desc->execute(r.ps->state, r.backend, &req, &oc, &perr);
 	call_end(&r);
+	/* From here a plugin thread calling back reaches nothing. */
+	sbx__outgate_close(gate);
+	gate = NULL;
 	res->duration = now_seconds() - t0;
+	if (rc == SBX_OK)
+		rc = check_outcome(&oc, r.alias, &perr);
 	if (rc != SBX_OK) {
 		sbx_exec_result scratch;
 		memset(&scratch, 0, sizeof(scratch));
@@ -1082,7 +1139,7 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 		if (sbx__spool_finish(sp, &scratch, &serr) != SBX_OK && serr.code == SBX_E_IO)
 			sbx__set_error(err, SBX_E_IO, "%s", serr.message);
 		else
-			plugin_error(err, &perr, rc, r.alias, "exec");
+			rc = plugin_error(err, &perr, rc, r.alias, "exec");
 		sbx__free(scratch.stdout_text);
 		sbx__free(scratch.stderr_text);
 		sbx__free(scratch.output_dir);
@@ -1099,6 +1156,7 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	*out = res;
 	res = NULL;
 out:
+	sbx__outgate_close(gate);
 	sbx__spool_free(sp);
 	if (rc != SBX_OK && call_dir) {
 		/* Nothing to show for a call that did not run; keep the sandbox folder tidy. */
@@ -1134,6 +1192,10 @@ int sbx_read_file(sbx_host *host, const char *id, const char *path, void **data,
 	call_begin(&r);
 	rc = r.slot->desc->read_file(r.ps->state, r.backend, path, &buf, &n, &perr);
 	call_end(&r);
+	if (rc == SBX_OK && !buf && n > 0)
+		rc = sbx__set_error(&perr, SBX_E_BACKEND,
+				    "%s: read_file: plugin returned %zu bytes but no buffer",
+				    r.alias, n);
 	if (rc != SBX_OK) {
 		sbx__free(buf);
 		return plugin_error(err, &perr, rc, r.alias, "read_file");
@@ -1205,6 +1267,10 @@ int sbx_list_dir(sbx_host *host, const char *id, const char *path, sbx_file_info
 	call_begin(&r);
 	rc = r.slot->desc->list_dir(r.ps->state, r.backend, path, entries, n, &perr);
 	call_end(&r);
+	if (rc == SBX_OK && !*entries && *n > 0)
+		rc = sbx__set_error(&perr, SBX_E_BACKEND,
+				    "%s: list_dir: plugin returned %zu entries but no array",
+				    r.alias, *n);
 	if (rc != SBX_OK) {
 		sbx__free(*entries);
 		*entries = NULL;
@@ -1301,6 +1367,14 @@ int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err)
 	call_begin(&r);
 	rc = r.slot->desc->status(r.ps->state, r.backend, state, &perr);
 	call_end(&r);
+	if (rc == SBX_OK && *state > SBX_STATE_GONE) {
+		rc =
+		    sbx__set_error(err, SBX_E_BACKEND,
+				   "%s: status: plugin reported state %u, not an SBX_STATE_* value",
+				   r.alias, (unsigned)*state);
+		*state = SBX_STATE_UNKNOWN;
+		return rc;
+	}
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, "status");
 }
 

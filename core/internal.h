@@ -3,7 +3,7 @@
  * Modules: yaml.c (YAML -> node tree), registry.c (alias -> .so), loader.c (dlopen and the
  * handshake; the only user of <dlfcn.h>), config.c (data sources, policies, plugin configs),
  * host_api.c (the services table plugins get), spool.c (per-call output files and display
- * copies), host.c (sbx_host and routing), ledger.c (SQLite ledger, ledger.h), gc.c (listing
+ * copies), outgate.c (late-safe output callbacks), host.c (sbx_host and routing), ledger.c (SQLite ledger, ledger.h), gc.c (listing
  * and reaping, gc.h), session.c (NexAU-style sessions). */
 #ifndef SBX_INTERNAL_H
 #define SBX_INTERNAL_H
@@ -174,6 +174,18 @@ int sbx__spool_write(void *spool, uint32_t stream, const void *data, size_t len)
 /* Closes the files and fills the text, length, truncation and path fields of res. */
 int sbx__spool_finish(sbx__spool *spool, sbx_exec_result *res, sbx_error *err);
 void sbx__spool_free(sbx__spool *spool);
+
+/* ---- output gates (outgate.c): the output callback of one execute, safe to call late */
+typedef struct sbx__outgate sbx__outgate;
+
+/* Opens a gate forwarding to fn(ctx, ...) for one call of `alias`. SBX_E_NOMEM. */
+int sbx__outgate_open(sbx_output_fn fn, void *ctx, const char *alias, sbx__outgate **out);
+/* The sbx_output_fn and the context to put in the request: a token, not a pointer. */
+int sbx__outgate_output(void *ctx, uint32_t stream, const void *data, size_t len);
+void *sbx__outgate_ctx(const sbx__outgate *g);
+/* Closes and frees the gate once no callback is inside the sink; every later callback with
+ * its token returns SBX_E_CANCELLED without touching anything. NULL is a no-op. */
+void sbx__outgate_close(sbx__outgate *g);
 
 /* ---- ids (id.c) */
 /* Splits "alias:backend" into alias (copied into alias_buf) and a pointer to the backend part.

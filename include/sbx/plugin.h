@@ -4,6 +4,8 @@
  *   1.0  First release: sbx_plugin_register, sbx_host_api, sbx_plugin_desc with the required
  *        ops (init, fini, create, execute, destroy) and the optional ops (file ops, pause,
  *        resume, status, list_by_label, info).
+ *   1.1  Status SBX_E_PLUGIN_CRASHED (23): the runner process of an out-of-process plugin
+ *        died or hung; registry entries take `runner: process | inproc`.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns
@@ -14,6 +16,25 @@
  * Plugins are stateless with respect to sandboxes: everything needed to reach a sandbox must
  * be recoverable from its backend id, so a sandbox created by one process can be used and
  * destroyed by another.
+ *
+ * What a plugin must never do, and what the host does when it happens anyway:
+ *   - crash (segfault, abort), call exit(), or hang past a call's timeout: in process, this
+ *     takes the caller down or hangs it; with `runner: process` (the default for plugins that
+ *     do not ship with sbx) the calls in flight return SBX_E_PLUGIN_CRASHED naming the alias
+ *     and the signal or exit status, a hung execute is killed at its timeout plus a grace
+ *     period, and the next call starts a fresh runner (see docs/design.md).
+ *   - write to stdout or stderr: in process, the bytes reach the caller's streams; a runner's
+ *     stdout is /dev/null and its stderr is the host's.
+ *   - call the output callback after execute returned, or with another call's context: the
+ *     context is a token, not a pointer; the host drops the bytes, logs it once, and the
+ *     callback returns SBX_E_CANCELLED.
+ *   - call the output callback with a stream other than SBX_STREAM_STDOUT/STDERR, or NULL
+ *     data with a length: the callback returns SBX_E_INVAL.
+ *   - report an outcome out of range (exit_code outside -1..255, signal outside 0..64,
+ *     timed_out other than 0 or 1), a sandbox state that is not an SBX_STATE_* value, bytes
+ *     or entries without a buffer, or return a value that is not an SBX_E_* status: the call
+ *     fails with SBX_E_BACKEND and a message naming the alias and the value.
+ *   - pass a NULL or empty id to a list_by_label callback: it is skipped and logged.
  *
  * Threads: the host may call create/execute/destroy/file ops from many threads at once on the
  * same state unless the descriptor leaves SBX_PLUGIN_THREAD_SAFE out of `flags`, in which case

@@ -33,7 +33,8 @@ extern "C" {
 	X(E_EXISTS, 19, "already exists")                              \
 	X(E_RATE_LIMITED, 20, "backend rate limit")                    \
 	X(E_LEDGER, 21, "ledger error")                                \
-	X(E_NO_FILE, 22, "no such file in sandbox")
+	X(E_NO_FILE, 22, "no such file in sandbox")                    \
+	X(E_PLUGIN_CRASHED, 23, "plugin crashed")
 
 typedef enum {
 #define SBX__STATUS_ENUM(name, value, msg) SBX_##name = value,

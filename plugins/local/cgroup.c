@@ -236,9 +236,19 @@ static size_t count_procs(const char *path)
 	return ctx.count;
 }
 
+/* 1 when cgroup.events of a v2 cgroup says nothing runs in it or below (one read instead of
+ * a walk of the tree). */
+static int v2_unpopulated(const local_state *st, const char *path)
+{
+	char ev[256] = "";
+	return st->kill_mechanism == LOCAL_KILL_CGROUP_V2 &&
+	       read_small(path, "cgroup.events", ev, sizeof(ev)) == 0 &&
+	       strstr(ev, "populated 0") != NULL;
+}
+
 int sbx__local_cg_kill(const local_state *st, const char *path)
 {
-	if (count_procs(path) == 0)
+	if (v2_unpopulated(st, path) || count_procs(path) == 0)
 		return 0; /* the usual case: the command left nothing behind */
 	if (st->kill_mechanism == LOCAL_KILL_CGROUP_V2) {
 		write_file(path, "cgroup.kill", "1");
@@ -272,6 +282,9 @@ static void rmdir_one(const char *path, void *ctx)
 
 void sbx__local_cg_remove(const char *path)
 {
+	/* Usually the exec's cgroup has no child cgroups: one rmdir does. */
+	if (rmdir(path) == 0 || errno == ENOENT)
+		return;
 	walk(path, rmdir_one, NULL);
 }
 

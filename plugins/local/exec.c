@@ -3,11 +3,21 @@
  * The command gets its own session and process group and, where the machine allows, its own
  * cgroup below the sandbox's. Without a cgroup an intermediate helper process marks itself a
  * child subreaper, so every orphan of the command is reparented to it, and kills every
- * descendant when told to. Output is read with poll and pushed to the host as it arrives. When
- * the command exits, a short grace lets the pipes drain; then whatever is left of its tree is
- * killed, so a background child holding the output open cannot make the call outlive it.
+ * descendant when told to. Output is read with poll and pushed to the host as it arrives.
  *
- * Between fork and exec only async-signal-safe calls are made: the host has other threads. */
+ * When the command's own process exits, what it left running (`&`, nohup, setsid, daemons)
+ * lives on in the sandbox: its cgroup (or its environment tag, without one) keeps it in reach
+ * of pause and destroy. A short grace lets the pipes drain; a leftover still holding them then
+ * gets a sink, a small process that reads and drops what it writes later, so the call returns
+ * on time and the writer sees neither SIGPIPE nor EPIPE. A timeout (or the host refusing more
+ * output) kills the whole tree, escapees included.
+ *
+ * The command is started with clone(CLONE_VM | CLONE_VFORK): the child borrows the caller's
+ * memory until it execs, so nothing is copied however large the harness is or however many
+ * threads it runs (fork would copy its page tables and make every thread take copy-on-write
+ * faults). The host's thread is suspended meanwhile; the child makes only async-signal-safe
+ * system calls on its own stack, writes nothing of the caller's but the report of a failed
+ * set-up, and starts with every signal blocked so no handler of the caller's runs in it. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -50,8 +60,10 @@ typedef struct plan {
 	const char *cwd;
 	const char *path; /* PATH for the search of argv[0] */
 	int in_fd, out_fd, err_fd;
-	int report_fd;
-	int procs_fd;              /* cgroup.procs to join, -1 for none */
+	int report_fd;             /* where a failed set-up is reported, -1: into `rep` */
+	child_report *rep;         /* the caller's memory (shared until exec) */
+	int cg_fd;                 /* the exec's cgroup folder, -1 for none */
+	int placed;                /* 1: the child was born in that cgroup */
 	int status_fd, control_fd; /* subreaper helper's pipes */
 } plan;
 
@@ -62,11 +74,15 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void report(int fd, int stage, int err)
+static void report(const plan *p, int stage, int err)
 {
 	child_report r = {stage, err};
-	ssize_t w = write(fd, &r, sizeof(r));
-	(void)w;
+	if (p->report_fd >= 0) {
+		ssize_t w = write(p->report_fd, &r, sizeof(r));
+		(void)w;
+	} else {
+		*p->rep = r;
+	}
 	_exit(127);
 }
 
@@ -101,25 +117,27 @@ static void run_command(const plan *p)
 {
 	reset_signals();
 	if (setsid() < 0)
-		report(p->report_fd, STAGE_SETUP, errno);
-	if (p->procs_fd >= 0) {
+		report(p, STAGE_SETUP, errno);
+	if (p->cg_fd >= 0 && !p->placed) {
 		char buf[24];
 		size_t n = fmt_long(buf, (long)getpid());
-		if (write(p->procs_fd, buf, n) != (ssize_t)n)
-			report(p->report_fd, STAGE_CGROUP, errno);
+		int fd = openat(p->cg_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, buf, n) != (ssize_t)n)
+			report(p, STAGE_CGROUP, errno);
+		close(fd);
 	}
 	/* Move the ends above 2 first: one of them may itself be 0, 1 or 2. */
 	int in = fcntl(p->in_fd, F_DUPFD_CLOEXEC, 3);
 	int out = fcntl(p->out_fd, F_DUPFD_CLOEXEC, 3);
 	int er = fcntl(p->err_fd, F_DUPFD_CLOEXEC, 3);
 	if (in < 0 || out < 0 || er < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(er, 2) < 0)
-		report(p->report_fd, STAGE_SETUP, errno);
+		report(p, STAGE_SETUP, errno);
 	if (chdir(p->cwd) != 0)
-		report(p->report_fd, STAGE_CHDIR, errno);
+		report(p, STAGE_CHDIR, errno);
 	const char *file = p->argv[0];
 	if (strchr(file, '/')) {
 		execve(file, p->argv, p->envp);
-		report(p->report_fd, STAGE_EXEC, errno);
+		report(p, STAGE_EXEC, errno);
 	}
 	int saved = ENOENT;
 	const char *dir = p->path ? p->path : "/usr/local/bin:/usr/bin:/bin";
@@ -144,7 +162,7 @@ static void run_command(const plan *p)
 			break;
 		dir = end + 1;
 	}
-	report(p->report_fd, STAGE_EXEC, saved);
+	report(p, STAGE_EXEC, saved);
 }
 
 /* ---- the subreaper helper: no malloc, no stdio (it never execs) */
@@ -263,10 +281,10 @@ static void run_helper(const plan *p)
 	close_others(keep, sizeof(keep) / sizeof(keep[0]));
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-		report(p->report_fd, STAGE_SETUP, errno);
+		report(p, STAGE_SETUP, errno);
 	pid_t cmd = fork();
 	if (cmd < 0)
-		report(p->report_fd, STAGE_FORK, errno);
+		report(p, STAGE_FORK, errno);
 	if (cmd == 0) {
 		close(p->status_fd);
 		close(p->control_fd);
@@ -292,8 +310,17 @@ static void run_helper(const plan *p)
 				reported = 1;
 			}
 		}
-		if (pr > 0 && pfd[0].revents)
+		if (pr > 0 && pfd[0].revents) {
+			/* 'K': kill the tree. End of file once the command was reported: leave its
+			 * leftovers running (they are reparented above us when we exit). */
+			char c = 0;
+			ssize_t n = read(p->control_fd, &c, 1);
+			if (n == 1 && c != 'K')
+				continue;
+			if (n == 0 && reported)
+				_exit(0);
 			break;
+		}
 	}
 	kill(-cmd, SIGKILL);
 	for (int round = 0; round < 2000; round++) {
@@ -308,6 +335,12 @@ static void run_helper(const plan *p)
 		nanosleep(&ts, NULL);
 	}
 	_exit(0);
+}
+
+static int command_entry(void *arg)
+{
+	run_command(arg);
+	return 127;
 }
 
 /* ---- parent side */
@@ -479,7 +512,7 @@ static void close_child_ends(plan *p)
 	close_fd(&p->report_fd);
 	close_fd(&p->status_fd);
 	close_fd(&p->control_fd);
-	close_fd(&p->procs_fd);
+	close_fd(&p->cg_fd);
 }
 
 typedef struct run {
@@ -531,6 +564,59 @@ static void check_exit(const local_state *st, run *r)
 		r->exited = 1;
 		r->child = -1;
 	}
+}
+
+/* Hands the read ends still open to a sink: a grandchild (so nobody has to reap it) that reads
+ * and drops whatever the leftovers holding them write, until the last writer closes them. In
+ * a cgroup it joins the exec's, so pause freezes it and destroy kills it with the leftovers.
+ * Only async-signal-safe calls after fork: the host has other threads. */
+static void start_sink(run *r, const char *cg)
+{
+	int procs = -1;
+	char path[1500];
+	int n = snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	if (cg[0] && n > 0 && (size_t)n < sizeof(path))
+		procs = open(path, O_WRONLY | O_CLOEXEC);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (fork() != 0)
+			_exit(0);
+		reset_signals();
+		setsid();
+		if (procs >= 0) {
+			char buf[24];
+			size_t len = fmt_long(buf, (long)getpid());
+			ssize_t w = write(procs, buf, len);
+			(void)w;
+		}
+		int keep[] = {r->out_r, r->err_r};
+		close_others(keep, 2);
+		int fds[2] = {r->out_r, r->err_r};
+		while (fds[0] >= 0 || fds[1] >= 0) {
+			struct pollfd pf[2] = {{.fd = fds[0], .events = POLLIN},
+					       {.fd = fds[1], .events = POLLIN}};
+			if (poll(pf, 2, -1) < 0) {
+				if (errno == EINTR)
+					continue;
+				break;
+			}
+			for (int i = 0; i < 2; i++) {
+				if (fds[i] < 0 || !pf[i].revents)
+					continue;
+				char buf[65536];
+				ssize_t got = read(fds[i], buf, sizeof(buf));
+				if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
+					close(fds[i]);
+					fds[i] = -1;
+				}
+			}
+		}
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	if (procs >= 0)
+		close(procs);
 }
 
 /* Reads whatever is left in the pipes once every writer is dead, for at most `ms`. */
@@ -606,9 +692,10 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		  .out_fd = -1,
 		  .err_fd = -1,
 		  .report_fd = -1,
-		  .procs_fd = -1,
+		  .cg_fd = -1,
 		  .status_fd = -1,
 		  .control_fd = -1};
+	int kill_tree = 0;
 	int report_r = -1, rc = sbx__local_path(st, id, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
 		return rc;
@@ -647,9 +734,6 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	if (pipe2(fds, O_CLOEXEC) != 0)
 		goto io;
 	r.err_r = fds[0], p.err_fd = fds[1];
-	if (pipe2(fds, O_CLOEXEC) != 0)
-		goto io;
-	report_r = fds[0], p.report_fd = fds[1];
 	if (req->has_stdin) {
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
 			goto io;
@@ -663,6 +747,9 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
 		if (pipe2(fds, O_CLOEXEC) != 0)
 			goto io;
+		report_r = fds[0], p.report_fd = fds[1];
+		if (pipe2(fds, O_CLOEXEC) != 0)
+			goto io;
 		r.status_r = fds[0], p.status_fd = fds[1];
 		if (pipe2(fds, O_CLOEXEC) != 0)
 			goto io;
@@ -671,28 +758,29 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		rc = sbx__local_cg_exec_new(st, id, cg, sizeof(cg), err);
 		if (rc != SBX_OK)
 			goto out;
-		char procs[1500];
-		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
-		if ((p.procs_fd = open(procs, O_WRONLY | O_CLOEXEC)) < 0)
+		if ((p.cg_fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 			goto io;
 	}
 
 	int64_t start = now_ms();
-	r.child = fork();
+	child_report rep = {0, 0};
+	ssize_t got = 0;
+	p.rep = &rep;
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+		r.child = fork();
+		if (r.child == 0)
+			run_helper(&p);
+	} else {
+		int v2 = st->kill_mechanism == LOCAL_KILL_CGROUP_V2;
+		r.child = sbx__local_spawn(command_entry, &p, v2 ? p.cg_fd : -1, &p.placed);
+		if (r.child > 0 && rep.stage != 0)
+			got = (ssize_t)sizeof(rep);
+	}
 	if (r.child < 0)
 		goto io;
-	if (r.child == 0) {
-		if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
-			run_helper(&p);
-		run_command(&p);
-	}
 	close_child_ends(&p);
-
-	child_report rep = {0, 0};
-	ssize_t got;
-	do
-		got = read(report_r, &rep, sizeof(rep));
-	while (got < 0 && errno == EINTR);
+	while (report_r >= 0 && (got = read(report_r, &rep, sizeof(rep))) < 0 && errno == EINTR)
+		;
 	close_fd(&report_r);
 	if (got == (ssize_t)sizeof(rep)) {
 		if (rep.stage == STAGE_EXEC) {
@@ -774,16 +862,25 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		close_fd(&r.in_w);
 
 finish:
-	/* Kill what is left of the tree: the command on timeout, its leftovers otherwise. */
+	/* A command still running (timeout, the host refusing output, a failed start) loses its
+	 * whole tree; one that exited leaves its leftovers running. */
+	kill_tree = !r.exited;
 	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+		if (kill_tree && r.control_w >= 0) {
+			ssize_t w = write(r.control_w, "K", 1);
+			(void)w;
+		}
 		close_fd(&r.control_w);
-	} else {
-		if (!r.exited && r.child > 0)
+	} else if (kill_tree) {
+		if (r.child > 0)
 			kill(-r.child, SIGKILL);
 		if (cg[0])
 			sbx__local_cg_kill(st, cg);
 	}
-	drain(req, &r, 500, &out_rc);
+	if (kill_tree)
+		drain(req, &r, 500, &out_rc);
+	else if (r.out_r >= 0 || r.err_r >= 0)
+		start_sink(&r, cg);
 	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
 		if (!r.exited) {
 			int status;

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sbx/plugin.h>
 
@@ -59,6 +60,13 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		       sbx_exec_outcome *out, sbx_error *err);
 /* Kills processes whose environment names this sandbox (the tracking used when no cgroup). */
 void sbx__local_kill_tagged(const char *id);
+
+/* ---- spawn.c */
+/* Runs fn(arg) in a child that shares the caller's memory until it execs or exits (vfork
+ * semantics, own stack, signals blocked), born in the cgroup v2 folder open at cgroup_fd when
+ * that is not -1 and the kernel can; *placed says whether it was (set before the child runs).
+ * Returns the child's pid, or -1 with errno. */
+pid_t sbx__local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed);
 
 /* ---- files.c */
 int sbx__local_read_file(void *state, const char *id, const char *path, void **data, size_t *len,

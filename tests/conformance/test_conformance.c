@@ -13,10 +13,16 @@
  *
  * Cases: echo, exit_codes, signal_death, argv, cwd_env, stdin_read, heredoc_quotes,
  * bytes_preserved, output_100mb, truncation_exact, timeout_kills_escapees, background_holder,
- * files_ops, files_escape_refused, destroy_twice, concurrent_execs, pause_resume.
+ * files_ops, files_escape_refused, destroy_twice, concurrent_execs, pause_resume,
+ * leftover_ticker, leftover_server, leftover_holds_stdout, destroy_kills_leftovers.
+ *
+ * destroy_kills_leftovers looks for the sandbox's processes in this machine's /proc: every
+ * backend under test (containers through Podman, the e2b and k8s stand-ins) runs them here.
  *
  * Every case runs in a fresh sandbox that the fixture creates and destroys. */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -567,4 +573,134 @@ CASE(pause_resume)
 	sbx_exec_result *r = sh("echo awake");
 	expect_out(r, "awake\n", 0);
 	release(r);
+}
+
+/* ---- what a command leaves behind lives on */
+
+/* Lines in `file` gained over one second, measured inside the sandbox by a later exec. */
+static long lines_gained(const char *file)
+{
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "a=$(wc -l < %s); sleep 1; b=$(wc -l < %s); echo $((b - a))",
+		 file, file);
+	sbx_exec_result *r = sh_in(cmd, 30, NULL, 0);
+	cr_assert_eq(r->exit_code, 0, "%s: %s", cmd, r->stderr_text);
+	long n = strtol(r->stdout_text, NULL, 10);
+	release(r);
+	return n;
+}
+
+/* A ticker started with `&` keeps ticking after its command returned: about ten lines a
+ * second; three is the loose bound of a loaded machine. */
+CASE(leftover_ticker)
+{
+	sbx_exec_result *r = sh_in(
+	    "( while :; do echo t >> ticks; sleep 0.1; done ) > /dev/null 2>&1 & echo started", 20,
+	    NULL, 0);
+	expect_out(r, "started\n", 0);
+	release(r);
+	long n = lines_gained("ticks");
+	cr_assert_geq(n, 3, "the ticker wrote %ld lines in 1 s after its command returned", n);
+}
+
+/* A server started with `&` answers a later exec: it serves requests through a FIFO, which
+ * every image has (no image is sure to have a TCP listener). */
+CASE(leftover_server)
+{
+	sbx_exec_result *r =
+	    sh_in("mkfifo req && ( while read line < req; do echo \"pong $line\" > resp.tmp; "
+		  "mv resp.tmp resp; done ) > /dev/null 2>&1 & echo listening",
+		  20, NULL, 0);
+	expect_out(r, "listening\n", 0);
+	release(r);
+	usleep(200 * 1000);
+	r = sh_in("echo ping > req; i=0; while [ ! -f resp ] && [ $i -lt 200 ]; do sleep 0.05; "
+		  "i=$((i + 1)); done; cat resp",
+		  30, NULL, 0);
+	expect_out(r, "pong ping\n", 0);
+	release(r);
+	r = sh_in("rm resp; echo again > req; i=0; while [ ! -f resp ] && [ $i -lt 200 ]; do "
+		  "sleep 0.05; i=$((i + 1)); done; cat resp",
+		  30, NULL, 0);
+	expect_out(r, "pong again\n", 0);
+	release(r);
+}
+
+/* A background writer that keeps the command's stdout does not hold the call, and lives on
+ * writing (no SIGPIPE, no EPIPE): it keeps appending to a file as well. */
+CASE(leftover_holds_stdout)
+{
+	double t0 = now_s();
+	sbx_exec_result *r = sh_in("( while :; do echo tick || exit 3; echo t >> held; sleep 0.1; "
+				   "done ) & echo done",
+				   30, NULL, 0);
+	double took = now_s() - t0;
+	cr_assert_lt(took, 5.0, "the call took %.3f s", took);
+	cr_assert_eq(r->exit_code, 0);
+	cr_assert_eq(r->timed_out, 0);
+	cr_assert(strstr(r->stdout_text, "done\n") != NULL, "stdout: %s", r->stdout_text);
+	release(r);
+	long n = lines_gained("held");
+	cr_assert_geq(n, 3, "the writer wrote %ld lines in 1 s after the call returned", n);
+}
+
+/* Processes of this machine whose command line contains `marker`. */
+static int count_marked(const char *marker)
+{
+	int found = 0;
+	DIR *d = opendir("/proc");
+	cr_assert(d != NULL);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[300], buf[4096];
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] == '\0')
+				buf[i] = ' ';
+		buf[n] = '\0';
+		/* Not this test's own view of the marker: only the sandbox's shells carry it. */
+		if (strstr(buf, marker) && !strstr(buf, "sbx_conformance"))
+			found++;
+	}
+	closedir(d);
+	return found;
+}
+
+/* destroy ends every process of the sandbox: plain `&`, setsid and double-forked leftovers. */
+CASE(destroy_kills_leftovers)
+{
+	char marker[64], cmd[600];
+	snprintf(marker, sizeof(marker), "conf-left-%ld-%ld", (long)getpid(), (long)time(NULL));
+	/* The marker comes in through the environment, so only the three leftover shells carry
+	 * it on their command line (not the command, nor its subshells). */
+	snprintf(cmd, sizeof(cmd), "%s",
+		 "sh -c \"sleep 300; : $CONF_MARK-1\" > /dev/null 2>&1 & "
+		 "setsid sh -c \"sleep 300; : $CONF_MARK-2\" > /dev/null 2>&1 & "
+		 "( ( sh -c \"sleep 300; : $CONF_MARK-3\" > /dev/null 2>&1 & ) & ); echo ok");
+	sbx_kv env[] = {{"CONF_MARK", marker}};
+	sbx_exec_opts o = {.shell = cmd, .timeout = 20, .env = env, .n_env = 1};
+	SBX_INIT_HEADER(o);
+	sbx_exec_result *r = NULL;
+	cr_assert_eq(sbx_exec(host, id, &o, &r, &err), SBX_OK, "%s", err.message);
+	expect_out(keep(r), "ok\n", 0);
+	release(r);
+	int alive = 0;
+	/* Until each shell has forked its sleep (a fork not yet exec'd counts twice). */
+	for (int i = 0; i < 100 && (alive = count_marked(marker)) != 3; i++)
+		usleep(50 * 1000);
+	cr_assert_eq(alive, 3, "%d of the 3 leftovers are running after their command", alive);
+	cr_assert_eq(sbx_destroy(host, id, &err), SBX_OK, "%s", err.message);
+	id[0] = '\0';
+	for (int i = 0; i < 100 && (alive = count_marked(marker)) > 0; i++)
+		usleep(50 * 1000);
+	cr_assert_eq(alive, 0, "%d leftovers survived destroy", alive);
 }

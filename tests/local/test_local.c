@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -325,6 +327,75 @@ Test(local_exec, stdin_cwd_env_argv)
 	cr_assert(strstr(c.errs, "no-such-program-xyz"), "%s", c.errs);
 	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
 	unload();
+}
+
+/* The command is born in its own cgroup below the sandbox's, on every cgroup mechanism (v2:
+ * clone3 straight into it; v1: the child joins before it execs). */
+static void check_born_in_exec_cgroup(const char *mechanism, const char *hierarchy)
+{
+	load(mechanism);
+	char id[64];
+	create(id);
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, "cat /proc/self/cgroup", 0, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_eq(o.exit_code, 0);
+	char want[200];
+	snprintf(want, sizeof(want), "%s:/sbx/%s/e%ld-", hierarchy, id, (long)getpid());
+	cr_assert(strstr(c.out, want), "no '%s' in:\n%s", want, c.out);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	unload();
+}
+
+Test(local_exec, born_in_exec_cgroup_v2)
+{
+	check_born_in_exec_cgroup("cgroup-v2", "\n0:");
+}
+
+Test(local_exec, born_in_exec_cgroup_freezer)
+{
+	check_born_in_exec_cgroup("cgroup-v1-freezer", ":freezer");
+}
+
+/* Starting a command does not copy the caller: after an exec, writing again to every page of
+ * a 64 MiB ballast takes no page faults (after a fork each page would fault once, to undo
+ * the copy-on-write protection fork put on it). */
+static void check_exec_does_not_copy_the_caller(const char *mechanism)
+{
+	load(mechanism);
+	char id[64];
+	create(id);
+	size_t size = 64u << 20, page = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char *ballast =
+	    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(ballast, MAP_FAILED);
+	madvise(ballast, size, MADV_NOHUGEPAGE); /* one fault per page, not per 2 MiB */
+	memset(ballast, 1, size);
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, "echo hi", 0, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(c.out, "hi\n");
+	struct rusage before, after;
+	getrusage(RUSAGE_SELF, &before);
+	for (size_t i = 0; i < size; i += page)
+		ballast[i] = 2;
+	getrusage(RUSAGE_SELF, &after);
+	long faults = after.ru_minflt - before.ru_minflt;
+	cr_assert_lt(faults, (long)(size / page / 16), "%ld faults re-touching %zu pages", faults,
+		     size / page);
+	munmap(ballast, size);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	unload();
+}
+
+Test(local_exec, exec_does_not_copy_the_caller_v2)
+{
+	check_exec_does_not_copy_the_caller("cgroup-v2");
+}
+
+Test(local_exec, exec_does_not_copy_the_caller_freezer)
+{
+	check_exec_does_not_copy_the_caller("cgroup-v1-freezer");
 }
 
 /* ---- files */

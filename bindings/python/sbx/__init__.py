@@ -7,10 +7,11 @@
         h.destroy(sid)
 """
 from .errors import (BackendError, BackendUnreachable, BadId, ConfigError, InfrastructureError,
-                     InvalidArgument, PathError, PluginError, SandboxNotFound, SbxError,
-                     Unsupported)
+                     InvalidArgument, PathError, PluginCrashed, PluginError, SandboxNotFound,
+                     SbxError, Unsupported)
 from .host import AsyncHost, ExecResult, FileEntry, Host, PluginState, Session
 
 __all__ = ["Host", "AsyncHost", "ExecResult", "FileEntry", "PluginState", "Session", "SbxError",
            "InfrastructureError", "SandboxNotFound", "BackendUnreachable", "BackendError",
-           "ConfigError", "PluginError", "BadId", "Unsupported", "PathError", "InvalidArgument"]
+           "ConfigError", "PluginError", "BadId", "Unsupported", "PathError", "InvalidArgument",
+           "PluginCrashed"]

@@ -29,6 +29,11 @@ class BackendError(InfrastructureError):
     """The backend refused or failed the call."""
 
 
+class PluginCrashed(InfrastructureError):
+    """The plugin's runner process died (signal, exit, lost connection) or hung past the call's
+    timeout; the call's outcome is unknown. The next call starts a fresh runner."""
+
+
 class ConfigError(SbxError):
     """Bad config or registry."""
 
@@ -69,6 +74,7 @@ _BY_NAME = {
     "SBX_E_PATH": PathError,
     "SBX_E_NO_FILE": PathError,
     "SBX_E_INVAL": InvalidArgument,
+    "SBX_E_PLUGIN_CRASHED": PluginCrashed,
 }
 
 

@@ -1,0 +1,110 @@
+/* Starting a child without copying the caller.
+ *
+ * fork() from a large, many-threaded harness copies its page tables and then makes every one
+ * of its threads take copy-on-write faults and TLB shootdowns. Here the child shares the
+ * caller's memory until it execs (clone with CLONE_VM | CLONE_VFORK, as posix_spawn does) and
+ * runs on a stack of its own; the calling thread sleeps meanwhile. All signals are blocked
+ * across the clone so none of the caller's handlers can run in the child; the child function
+ * resets them before it unblocks.
+ *
+ * On cgroup v2 the child is born in its cgroup (clone3 with CLONE_INTO_CGROUP): moving a
+ * running process by writing cgroup.procs takes the kernel's threadgroup rwsem for writing,
+ * which waits for an RCU grace period and costs milliseconds on a busy machine. glibc has no
+ * clone3 wrapper that runs a function on a new stack, so that entry is a few lines of
+ * assembly (x86-64 only; elsewhere, and on kernels without clone3, the child is cloned with
+ * clone() and joins its cgroup itself). */
+#include <errno.h>
+#include <linux/sched.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "local.h"
+
+#define CHILD_STACK (256 * 1024)
+
+#if defined(__x86_64__) && defined(CLONE_INTO_CGROUP)
+#define HAVE_CLONE3_ENTRY 1
+/* long clone3_entry(struct clone_args *args, size_t size, int (*fn)(void *), void *arg):
+ * the raw clone3 system call (435); in the child, fn(arg) on the new stack, then exit. The
+ * syscall instruction keeps rdx and r8, so fn and arg reach the child in them. Returns the
+ * pid or -errno in the parent. */
+long sbx__local_clone3_entry(struct clone_args *args, size_t size, int (*fn)(void *), void *arg);
+__asm__(".pushsection .text\n"
+	".globl sbx__local_clone3_entry\n"
+	".hidden sbx__local_clone3_entry\n"
+	".type sbx__local_clone3_entry, @function\n"
+	"sbx__local_clone3_entry:\n"
+	"	mov %rcx, %r8\n"
+	"	mov $435, %eax\n"
+	"	syscall\n"
+	"	test %rax, %rax\n"
+	"	jz 1f\n"
+	"	ret\n"
+	"1:	xor %ebp, %ebp\n"
+	"	mov %r8, %rdi\n"
+	"	call *%rdx\n"
+	"	mov %eax, %edi\n"
+	"	mov $60, %eax\n"
+	"	syscall\n"
+	"	hlt\n"
+	".size sbx__local_clone3_entry, .-sbx__local_clone3_entry\n"
+	".popsection\n");
+#endif
+
+/* 1 until clone3 with CLONE_INTO_CGROUP has been refused once by this kernel. */
+static atomic_int clone3_works = 1;
+
+pid_t sbx__local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
+{
+	*placed = 0;
+	void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+	if (stack == MAP_FAILED)
+		return -1;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = -1;
+	int saved = 0;
+#ifdef HAVE_CLONE3_ENTRY
+	if (cgroup_fd >= 0 && atomic_load(&clone3_works)) {
+		struct clone_args ca;
+		memset(&ca, 0, sizeof(ca));
+		ca.flags = CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP;
+		ca.exit_signal = SIGCHLD;
+		ca.stack = (uint64_t)(uintptr_t)stack;
+		ca.stack_size = CHILD_STACK;
+		ca.cgroup = (uint64_t)cgroup_fd;
+		*placed = 1; /* read by the child before it would join by itself */
+		long r = sbx__local_clone3_entry(&ca, sizeof(ca), fn, arg);
+		if (r > 0) {
+			pid = (pid_t)r;
+		} else {
+			*placed = 0;
+			saved = (int)-r;
+			/* Old kernel, or a cgroup v1 fd: use clone and cgroup.procs from now on. */
+			if (saved == ENOSYS || saved == E2BIG || saved == EINVAL || saved == EBADF)
+				atomic_store(&clone3_works, 0);
+			else
+				goto done;
+		}
+	}
+#endif
+	if (pid < 0) {
+		pid = clone(fn, (char *)stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+		saved = errno;
+	}
+#ifdef HAVE_CLONE3_ENTRY
+done:
+#endif
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	munmap(stack, CHILD_STACK);
+	errno = saved;
+	return pid;
+}
