@@ -212,6 +212,9 @@ static int local_destroy(void *state, const char *id, sbx_error *err)
 	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
 	if (rc != SBX_OK)
 		return rc;
+	struct stat sb;
+	if (lstat(dir, &sb) != 0 && errno == ENOENT)
+		return SBX_OK; /* not under this root: gone, or another root's, left alone */
 	if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) == SBX_OK && access(cg, F_OK) == 0) {
 		sbx__local_cg_kill(st, cg);
 		sbx__local_cg_remove(cg);
@@ -287,6 +290,9 @@ static int local_list_by_label(void *state, const char *key, const char *value, 
 			   ? SBX_OK
 			   : H->set_error(err, SBX_E_IO, "local: list: cannot read %s: %s",
 					  st->root, strerror(errno));
+	/* gc lists by the ledger label: the moment to sweep leftovers no label can find. */
+	if (strcmp(key, "sbx.ledger") == 0)
+		sbx__local_cg_sweep(st);
 	int rc = SBX_OK;
 	struct dirent *e;
 	while (rc == SBX_OK && (e = readdir(d))) {

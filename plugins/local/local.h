@@ -18,7 +18,7 @@
 
 typedef struct local_state {
 	char root[1024];      /* folder holding <id>/work and <id>/meta.json */
-	char cg_root[512];    /* cgroup folder holding sbx/<id>/... ("" for the subreaper) */
+	char cg_root[512];    /* <mount>/sbx/<root hash>, holding <id>/... ("" for the subreaper) */
 	int kill_mechanism;   /* LOCAL_KILL_* */
 	int inherit_env;      /* start each exec from the host process environment */
 	int drain_ms;         /* grace for a background child holding the output after exit */
@@ -53,6 +53,9 @@ int sbx__local_cg_frozen(const local_state *st, const char *id);
 /* Path of the sandbox cgroup into buf; SBX_E_UNSUPPORTED for the subreaper. */
 int sbx__local_cg_sandbox_path(const local_state *st, const char *id, char *buf, size_t cap);
 /* Picks the mechanism: `wanted` is "auto" or a mechanism name. */
+/* gc's sweep: this root's cgroups whose sandbox folder is gone, namespaces of roots that no
+ * longer exist, and empty cgroups of the layout before namespaces are removed. */
+void sbx__local_cg_sweep(const local_state *st);
 int sbx__local_cg_detect(local_state *st, const char *wanted, sbx_error *err);
 
 /* ---- exec.c */
