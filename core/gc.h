@@ -11,6 +11,8 @@ int sbx__host_ledger(sbx_host *h, sbx__ledger **out, sbx_error *err);
 const char *sbx__host_name(const sbx_host *h);
 /* Value of the sbx.ledger label this host puts on its sandboxes (host and state dir). */
 const char *sbx__host_ledger_id(const sbx_host *h);
+/* This process as a ledger actor. */
+sbx__ledger_actor sbx__host_actor(const sbx_host *h);
 /* Runs alias's list_by_label (SBX_E_UNSUPPORTED when the plugin has none). */
 int sbx__host_list_by_label(sbx_host *h, const char *alias, const char *key, const char *value,
 			    sbx_id_fn fn, void *ctx, sbx_error *err);

@@ -55,6 +55,7 @@ typedef struct plugin_state {
 	int inited;
 	uint64_t live;     /* sandboxes this host created from it and has not destroyed */
 	uint64_t inflight; /* creates under way */
+	char *recorded;    /* made from a ledger row's recorded config (that JSON), else NULL */
 } plugin_state;
 
 typedef struct known_id {
@@ -279,6 +280,7 @@ static void state_free(sbx_host *h, plugin_state *ps)
 	sbx__config_obj_free(ps->cfg);
 	if (ps->has_own)
 		sbx__node_free(ps->own.keys);
+	sbx__free(ps->recorded);
 	sbx__free(ps);
 }
 
@@ -477,10 +479,22 @@ int sbx_data_source_get(const sbx_host *host, size_t index, const char **name, c
 
 /* ---- plugin states */
 
+/* The data source an alias's ids go to when nothing else says: the default block if it
+ * uses the alias, else the first data source that does, else NULL. */
+static const sbx__data_source *alias_source(const sbx_host *h, const char *alias)
+{
+	if (h->cfg->deflt.alias && strcmp(h->cfg->deflt.alias, alias) == 0)
+		return &h->cfg->deflt;
+	for (size_t i = 0; i < h->cfg->n; i++)
+		if (h->cfg->sources[i].alias && strcmp(h->cfg->sources[i].alias, alias) == 0)
+			return &h->cfg->sources[i];
+	return NULL;
+}
+
 /* The state for (ds, slot), initialising it when needed. ds NULL: the routing default for
  * the alias (see the top of this file). Called with h->lock held. */
-static int state_locked(sbx_host *h, plugin_slot *s, const sbx__data_source *ds, plugin_state **out,
-			sbx_error *err)
+static int state_made_locked(sbx_host *h, plugin_slot *s, const sbx__data_source *ds,
+			     const char *recorded, plugin_state **out, sbx_error *err)
 {
 	size_t slot = (size_t)(s - h->slots);
 	int rc = load_locked(h, s, err);
@@ -488,29 +502,56 @@ static int state_locked(sbx_host *h, plugin_slot *s, const sbx__data_source *ds,
 		return rc;
 	for (size_t i = 0; i < h->n_states; i++) {
 		plugin_state *ps = h->states[i];
-		if (ps->slot == slot && (ds == NULL || ps->ds == ds)) {
+		if (ps->slot != slot)
+			continue;
+		if (recorded ? ps->recorded && strcmp(ps->recorded, recorded) == 0
+			     : !ps->recorded && (ds == NULL || ps->ds == ds)) {
 			*out = ps;
 			return SBX_OK;
 		}
 	}
 	const char *alias = s->ent->alias;
-	if (!ds) {
-		if (h->cfg->deflt.alias && strcmp(h->cfg->deflt.alias, alias) == 0)
-			ds = &h->cfg->deflt;
-		for (size_t i = 0; !ds && i < h->cfg->n; i++)
-			if (h->cfg->sources[i].alias &&
-			    strcmp(h->cfg->sources[i].alias, alias) == 0)
-				ds = &h->cfg->sources[i];
+	if (!ds)
+		ds = alias_source(h, alias);
+	if (recorded) {
+		/* The same config as this process's: its usual state does. */
+		char *mine = sbx__config_record(ds ? ds->keys : NULL, s->desc);
+		int same = mine && strcmp(mine, recorded) == 0;
+		sbx__free(mine);
+		if (same)
+			return state_made_locked(h, s, NULL, NULL, out, err);
+	}
+	sbx__node *recalled = NULL;
+	if (recorded) {
+		rc = sbx__config_recall(recorded, &recalled, err);
+		if (rc != SBX_OK)
+			return rc;
 	}
 	plugin_state **states = sbx__realloc(h->states, (h->n_states + 1) * sizeof(*states));
-	if (!states)
+	if (!states) {
+		sbx__node_free(recalled);
 		return nomem(err, alias);
+	}
 	h->states = states;
 	plugin_state *ps = sbx__calloc(1, sizeof(*ps));
-	if (!ps)
+	if (!ps) {
+		sbx__node_free(recalled);
 		return nomem(err, alias);
+	}
 	ps->slot = slot;
-	if (ds) {
+	if (recalled) {
+		/* The config the sandbox was created with, under this process's policy. */
+		ps->own = ds ? *ds : h->cfg->deflt;
+		ps->own.alias = NULL;
+		ps->own.keys = recalled;
+		ps->has_own = 1;
+		ps->ds = &ps->own;
+		ps->recorded = sbx__strdup(recorded);
+		if (!ps->recorded) {
+			state_free(h, ps);
+			return nomem(err, alias);
+		}
+	} else if (ds) {
 		ps->ds = ds;
 	} else {
 		/* No data source uses this alias: registry defaults and the default policy. */
@@ -543,6 +584,12 @@ fail:
 	return rc;
 }
 
+static int state_locked(sbx_host *h, plugin_slot *s, const sbx__data_source *ds, plugin_state **out,
+			sbx_error *err)
+{
+	return state_made_locked(h, s, ds, NULL, out, err);
+}
+
 static int known_index(const sbx_host *h, const char *id, size_t *idx)
 {
 	for (size_t i = 0; i < h->n_ids; i++)
@@ -551,6 +598,24 @@ static int known_index(const sbx_host *h, const char *id, size_t *idx)
 			return 1;
 		}
 	return 0;
+}
+
+/* The plugin config recorded with the newest ledger row of id, NULL when none (or when the
+ * ledger cannot be read: the id is then tried with this process's config). */
+static char *recorded_config(sbx_host *h, const char *id)
+{
+	sbx__ledger *led = NULL;
+	sbx_error lerr = {0};
+	if (sbx__host_ledger(h, &led, &lerr) != SBX_OK)
+		return NULL;
+	sbx__ledger_row *row = sbx__calloc(1, sizeof(*row));
+	if (!row)
+		return NULL;
+	char *out = NULL;
+	if (sbx__ledger_find(led, id, row, &lerr) == SBX_OK && row->config[0])
+		out = sbx__strdup(row->config);
+	sbx__free(row);
+	return out;
 }
 
 static int route_id(sbx_host *h, const char *id, route *r, sbx_error *err)
@@ -572,7 +637,13 @@ static int route_id(sbx_host *h, const char *id, route *r, sbx_error *err)
 		r->ps = h->ids[i].ps;
 		goto out;
 	}
-	rc = state_locked(h, r->slot, NULL, &r->ps, err);
+	/* An id this process did not create: the config recorded with its ledger row, if
+	 * any, reaches it (the ledger is read without the host lock). */
+	pthread_mutex_unlock(&h->lock);
+	char *recorded = recorded_config(h, id);
+	pthread_mutex_lock(&h->lock);
+	rc = state_made_locked(h, r->slot, NULL, recorded, &r->ps, err);
+	sbx__free(recorded);
 out:
 	pthread_mutex_unlock(&h->lock);
 	return rc;
@@ -623,6 +694,12 @@ const char *sbx__host_name(const sbx_host *h)
 const char *sbx__host_ledger_id(const sbx_host *h)
 {
 	return h->ledger_id;
+}
+
+sbx__ledger_actor sbx__host_actor(const sbx_host *h)
+{
+	sbx__ledger_actor a = {h->hostname, (int64_t)getpid(), h->self_start};
+	return a;
 }
 
 /* A token nobody else will make: time, pid, a counter and bytes from /dev/urandom. */
@@ -792,10 +869,31 @@ static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__dat
 		row.owner_pid = (int64_t)getpid();
 		row.owner_start = host->self_start;
 	}
+	/* The creating process, whoever owns the sandbox: gc finishes the row if it dies. */
+	memcpy(row.actor_host, host->hostname, sizeof(row.actor_host));
+	row.actor_pid = (int64_t)getpid();
+	row.actor_start = host->self_start;
 	snprintf(row.run_id, sizeof(row.run_id), "%s", host->run_id);
 	row.created = now;
 	row.expires = ttl > 0 ? now + ttl : 0;
 	snprintf(row.state, sizeof(row.state), "%s", SBX__LEDGER_CREATING);
+	/* What another process needs to reach the sandbox again (secrets as references). */
+	const sbx__data_source *conf = r.ps->ds;
+	char *recorded = r.ps->recorded
+			     ? sbx__strdup(r.ps->recorded)
+			     : sbx__config_record(conf ? conf->keys : NULL, r.slot->desc);
+	if (!recorded) {
+		sbx__free(labels);
+		return nomem(err, "create");
+	}
+	if (strlen(recorded) < sizeof(row.config))
+		memcpy(row.config, recorded, strlen(recorded) + 1);
+	else
+		sbx__log(SBX_LOG_WARN, "ledger",
+			 "%s: the config is too long to record (%zu bytes); other processes "
+			 "reach the sandbox with their own config",
+			 ds->alias, strlen(recorded));
+	sbx__free(recorded);
 	rc = sbx__ledger_begin(led, &row, err);
 	if (rc != SBX_OK) {
 		sbx__free(labels);
@@ -821,6 +919,8 @@ static int create_in(sbx_host *host, const sbx_create_opts *opts, const sbx__dat
 	}
 	if (memchr(backend, '\0', cap) == NULL || backend[0] == '\0') {
 		id[0] = '\0';
+		sbx_error lerr = {0};
+		sbx__ledger_fail(led, row.token, "plugin returned no usable sandbox id", &lerr);
 		return sbx__set_error(
 		    err, SBX_E_BACKEND,
 		    "%s: create: plugin returned %s sandbox id (at most %zu bytes "
@@ -930,13 +1030,24 @@ int sbx_destroy(sbx_host *host, const char *id, sbx_error *err)
 	int rc = route_id(host, id, &r, err);
 	if (rc != SBX_OK)
 		return rc;
-	ledger_state(host, id, SBX__LEDGER_DELETING);
+	/* The row names this process as the deleter, so a delete cut short by a crash is
+	 * finished by gc, and one that fails leaves the row as it was. */
+	sbx__ledger_actor self = sbx__host_actor(host);
+	sbx_error lerr = {0};
+	sbx__ledger *led = NULL;
+	if (sbx__host_ledger(host, &led, &lerr) != SBX_OK ||
+	    sbx__ledger_mark_deleting(led, id, &self, &lerr) != SBX_OK)
+		sbx__log(SBX_LOG_WARN, "ledger", "%s: cannot record the delete: %s", id,
+			 lerr.message);
 	sbx_error perr = {0};
 	call_begin(&r);
 	rc = r.slot->desc->destroy(r.ps->state, r.backend, &perr);
 	call_end(&r);
-	if (rc != SBX_OK)
+	if (rc != SBX_OK) {
+		if (led)
+			sbx__ledger_undelete(led, id, &self, &lerr);
 		return plugin_error(err, &perr, rc, r.alias, "destroy");
+	}
 	ledger_state(host, id, SBX__LEDGER_GONE);
 	sbx__jobs_forget(host, id);
 	forget_id(host, id);
@@ -1175,6 +1286,7 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	res->exit_code = oc.exit_code;
 	res->signal = oc.signal;
 	res->timed_out = oc.timed_out ? 1u : 0u;
+	res->oom_killed = oc.oom_killed ? 1u : 0u;
 	*out = res;
 	res = NULL;
 out:

@@ -55,6 +55,7 @@ typedef struct sbx__node {
 	size_t n;
 	char *file; /* file the node came from (owned by each node) */
 	int line;   /* 1-based */
+	char *raw;  /* SCALAR: the text before ${env.X} interpolation; NULL when none happened */
 } sbx__node;
 
 /* Parses a YAML file into a tree. `interpolate` nonzero expands ${env.NAME} in scalars (an
@@ -148,6 +149,14 @@ typedef struct sbx__config {
 	size_t n;
 	char *file; /* NULL for the built-in default */
 } sbx__config;
+
+/* ---- recorded configs (recall.c) */
+/* JSON of a data source's plugin keys for the ledger: secrets only as their ${env.NAME}
+ * references (a literal secret is left out), "" when nothing is left; NULL on OOM. */
+char *sbx__config_record(const sbx__node *keys, const sbx_plugin_desc *desc);
+/* The keys back from sbx__config_record's JSON, references interpolated from this
+ * process's environment. */
+int sbx__config_recall(const char *json, sbx__node **keys, sbx_error *err);
 
 /* Loads a config (LoongSage data_source/data_sources shape or NexAU sandbox_config). NULL path
  * and text give the built-in default (type local). SBX_E_CONFIG with FILE:LINE on errors. */

@@ -11,8 +11,6 @@
 
 #include "ledger.h"
 
-#define LEDGER_SCHEMA_VERSION 3
-
 struct sbx__ledger {
 	sqlite3 *db;
 	pthread_mutex_t lock;
@@ -49,7 +47,13 @@ static const char *const migrations[] = {
     " created INTEGER NOT NULL,"
     " updated INTEGER NOT NULL,"
     " PRIMARY KEY (user_id, session_id));",
-    /* 3: background jobs, one row per job; the sandbox holds the job's files and is the
+    /* 3: the process creating or deleting a row (so gc can finish rows whose actor died),
+     * and the plugin's non-secret config the sandbox was created with. */
+    "ALTER TABLE sandboxes ADD COLUMN actor_host TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE sandboxes ADD COLUMN actor_pid INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN actor_start INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN config TEXT NOT NULL DEFAULT '';",
+    /* 4: background jobs, one row per job; the sandbox holds the job's files and is the
      * truth, these rows are the last state seen (for listing and the per-sandbox cap).
      * Times in unix milliseconds. */
     "CREATE TABLE jobs ("
@@ -67,6 +71,9 @@ static const char *const migrations[] = {
     " updated INTEGER NOT NULL);"
     "CREATE INDEX jobs_sandbox ON jobs(sandbox_id);",
 };
+
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SBX__LEDGER_SCHEMA_VERSION,
+	       "one migration per schema version");
 
 static int db_error(sbx__ledger *led, sbx_error *err, const char *what)
 {
@@ -99,21 +106,21 @@ static int migrate(sbx__ledger *led, sbx_error *err)
 		version = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
 	st = NULL;
-	if (version > LEDGER_SCHEMA_VERSION) {
+	if (version > SBX__LEDGER_SCHEMA_VERSION) {
 		rc = sbx__set_error(err, SBX_E_LEDGER,
 				    "ledger: schema version %d is newer than this sbx (%d); use a "
 				    "newer sbx or another SBX_STATE_DIR",
-				    version, LEDGER_SCHEMA_VERSION);
+				    version, SBX__LEDGER_SCHEMA_VERSION);
 		goto out;
 	}
-	for (int v = version; v < LEDGER_SCHEMA_VERSION; v++) {
+	for (int v = version; v < SBX__LEDGER_SCHEMA_VERSION; v++) {
 		rc = exec_sql(led, migrations[v], err);
 		if (rc != SBX_OK)
 			goto out;
 	}
-	if (version < LEDGER_SCHEMA_VERSION) {
+	if (version < SBX__LEDGER_SCHEMA_VERSION) {
 		char sql[64];
-		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", LEDGER_SCHEMA_VERSION);
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SBX__LEDGER_SCHEMA_VERSION);
 		rc = exec_sql(led, sql, err);
 	}
 out:
@@ -225,16 +232,19 @@ int sbx__ledger_begin(sbx__ledger *led, const sbx__ledger_row *r, sbx_error *err
 {
 	return run(led, err, "record create",
 		   "INSERT INTO sandboxes (token, id, alias, data_source, owner_host, owner_pid,"
-		   " owner_start, run_id, created, expires, state, updated)"
-		   " VALUES (?, '', ?, ?, ?, ?, ?, ?, ?, ?, 'creating', ?)",
-		   "ssssiisiii", r->token, r->alias, r->data_source, r->owner_host, r->owner_pid,
-		   r->owner_start, r->run_id, r->created, r->expires, now());
+		   " owner_start, run_id, created, expires, state, updated, actor_host, actor_pid,"
+		   " actor_start, config)"
+		   " VALUES (?, '', ?, ?, ?, ?, ?, ?, ?, ?, 'creating', ?, ?, ?, ?, ?)",
+		   "ssssiisiiisiis", r->token, r->alias, r->data_source, r->owner_host,
+		   r->owner_pid, r->owner_start, r->run_id, r->created, r->expires, now(),
+		   r->actor_host, r->actor_pid, r->actor_start, r->config);
 }
 
 int sbx__ledger_confirm(sbx__ledger *led, const char *token, const char *id, sbx_error *err)
 {
 	return run(led, err, "confirm create",
-		   "UPDATE sandboxes SET id = ?, state = 'running', updated = ? WHERE token = ?",
+		   "UPDATE sandboxes SET id = ?, state = 'running', updated = ?, actor_host = '',"
+		   " actor_pid = 0, actor_start = 0 WHERE token = ?",
 		   "sis", id, now(), token);
 }
 
@@ -243,6 +253,63 @@ int sbx__ledger_fail(sbx__ledger *led, const char *token, const char *message, s
 	return run(led, err, "record failed create",
 		   "UPDATE sandboxes SET state = 'failed', error = ?, updated = ? WHERE token = ?",
 		   "sis", message, now(), token);
+}
+
+int sbx__ledger_mark_deleting(sbx__ledger *led, const char *id, const sbx__ledger_actor *a,
+			      sbx_error *err)
+{
+	return run(
+	    led, err, "record delete",
+	    "UPDATE sandboxes SET state = 'deleting', updated = ?, actor_host = ?,"
+	    " actor_pid = ?, actor_start = ? WHERE id = ? AND state NOT IN ('gone', 'failed')",
+	    "isiis", now(), a->host, a->pid, a->start, id);
+}
+
+int sbx__ledger_undelete(sbx__ledger *led, const char *id, const sbx__ledger_actor *a,
+			 sbx_error *err)
+{
+	return run(led, err, "record failed delete",
+		   "UPDATE sandboxes SET state = 'running', updated = ?, actor_host = '',"
+		   " actor_pid = 0, actor_start = 0 WHERE id = ? AND state = 'deleting' AND"
+		   " actor_host = ? AND actor_pid = ? AND actor_start = ?",
+		   "issii", now(), id, a->host, a->pid, a->start);
+}
+
+int sbx__ledger_claim(sbx__ledger *led, const sbx__ledger_row *seen, const sbx__ledger_actor *a,
+		      int *claimed, sbx_error *err)
+{
+	*claimed = 0;
+	return run_counted(led, err, claimed, "claim for gc",
+			   "UPDATE sandboxes SET state = 'deleting', updated = ?, actor_host = ?,"
+			   " actor_pid = ?, actor_start = ? WHERE token = ? AND id = ? AND"
+			   " state = ? AND expires = ? AND owner_pid = ? AND owner_start = ? AND"
+			   " actor_host = ? AND actor_pid = ? AND actor_start = ?",
+			   "isiisssiiisii", now(), a->host, a->pid, a->start, seen->token, seen->id,
+			   seen->state, seen->expires, seen->owner_pid, seen->owner_start,
+			   seen->actor_host, seen->actor_pid, seen->actor_start);
+}
+
+int sbx__ledger_claim_orphan(sbx__ledger *led, const char *token, const char *id, const char *alias,
+			     const sbx__ledger_actor *a, int *claimed, sbx_error *err)
+{
+	*claimed = 0;
+	int64_t t = now();
+	return run_counted(
+	    led, err, claimed, "claim for gc",
+	    "INSERT INTO sandboxes (token, id, alias, owner_host, created, state, updated,"
+	    " actor_host, actor_pid, actor_start)"
+	    " SELECT ?, ?, ?, ?, ?, 'deleting', ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM"
+	    " sandboxes WHERE id = ? AND state IN ('creating', 'running', 'paused', 'deleting'))",
+	    "ssssiisiis", token, id, alias, a->host, t, t, a->host, a->pid, a->start, id);
+}
+
+int sbx__ledger_finish(sbx__ledger *led, const char *token, const char *state, const char *message,
+		       sbx_error *err)
+{
+	return run(led, err, "record gc outcome",
+		   "UPDATE sandboxes SET state = ?, error = ?, updated = ?, actor_host = '',"
+		   " actor_pid = 0, actor_start = 0 WHERE token = ?",
+		   "ssis", state, message, now(), token);
 }
 
 int sbx__ledger_set_state(sbx__ledger *led, const char *id, const char *state, sbx_error *err)
@@ -272,6 +339,33 @@ static void copy_col(char *dst, size_t cap, sqlite3_stmt *st, int col)
 	snprintf(dst, cap, "%s", s ? (const char *)s : "");
 }
 
+#define ROW_COLUMNS                                                                            \
+	"SELECT token, id, alias, data_source, owner_host, owner_pid, owner_start, run_id,"    \
+	" created, expires, state, error, actor_host, actor_pid, actor_start, updated, config" \
+	" FROM sandboxes"
+
+static void read_row(sqlite3_stmt *st, sbx__ledger_row *r)
+{
+	memset(r, 0, sizeof(*r));
+	copy_col(r->token, sizeof(r->token), st, 0);
+	copy_col(r->id, sizeof(r->id), st, 1);
+	copy_col(r->alias, sizeof(r->alias), st, 2);
+	copy_col(r->data_source, sizeof(r->data_source), st, 3);
+	copy_col(r->owner_host, sizeof(r->owner_host), st, 4);
+	r->owner_pid = sqlite3_column_int64(st, 5);
+	r->owner_start = sqlite3_column_int64(st, 6);
+	copy_col(r->run_id, sizeof(r->run_id), st, 7);
+	r->created = sqlite3_column_int64(st, 8);
+	r->expires = sqlite3_column_int64(st, 9);
+	copy_col(r->state, sizeof(r->state), st, 10);
+	copy_col(r->error, sizeof(r->error), st, 11);
+	copy_col(r->actor_host, sizeof(r->actor_host), st, 12);
+	r->actor_pid = sqlite3_column_int64(st, 13);
+	r->actor_start = sqlite3_column_int64(st, 14);
+	r->updated = sqlite3_column_int64(st, 15);
+	copy_col(r->config, sizeof(r->config), st, 16);
+}
+
 int sbx__ledger_each(sbx__ledger *led, sbx__ledger_row_fn fn, void *ctx, sbx_error *err)
 {
 	/* Rows are read into memory first so fn may write to the ledger itself. */
@@ -280,11 +374,8 @@ int sbx__ledger_each(sbx__ledger *led, sbx__ledger_row_fn fn, void *ctx, sbx_err
 	sqlite3_stmt *st = NULL;
 	int rc = SBX_OK;
 	pthread_mutex_lock(&led->lock);
-	if (sqlite3_prepare_v2(led->db,
-			       "SELECT token, id, alias, data_source, owner_host, owner_pid,"
-			       " owner_start, run_id, created, expires, state, error"
-			       " FROM sandboxes ORDER BY created, rowid",
-			       -1, &st, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(led->db, ROW_COLUMNS " ORDER BY created, rowid", -1, &st, NULL) !=
+	    SQLITE_OK) {
 		rc = db_error(led, err, "list");
 		pthread_mutex_unlock(&led->lock);
 		goto out;
@@ -301,20 +392,7 @@ int sbx__ledger_each(sbx__ledger *led, sbx__ledger_row_fn fn, void *ctx, sbx_err
 			rows = nr;
 			cap = ncap;
 		}
-		sbx__ledger_row *r = &rows[n++];
-		memset(r, 0, sizeof(*r));
-		copy_col(r->token, sizeof(r->token), st, 0);
-		copy_col(r->id, sizeof(r->id), st, 1);
-		copy_col(r->alias, sizeof(r->alias), st, 2);
-		copy_col(r->data_source, sizeof(r->data_source), st, 3);
-		copy_col(r->owner_host, sizeof(r->owner_host), st, 4);
-		r->owner_pid = sqlite3_column_int64(st, 5);
-		r->owner_start = sqlite3_column_int64(st, 6);
-		copy_col(r->run_id, sizeof(r->run_id), st, 7);
-		r->created = sqlite3_column_int64(st, 8);
-		r->expires = sqlite3_column_int64(st, 9);
-		copy_col(r->state, sizeof(r->state), st, 10);
-		copy_col(r->error, sizeof(r->error), st, 11);
+		read_row(st, &rows[n++]);
 	}
 	if (rc == SBX_OK && step != SQLITE_DONE)
 		rc = db_error(led, err, "list");
@@ -324,6 +402,32 @@ int sbx__ledger_each(sbx__ledger *led, sbx__ledger_row_fn fn, void *ctx, sbx_err
 		rc = fn(ctx, &rows[i]);
 out:
 	sbx__free(rows);
+	return rc;
+}
+
+int sbx__ledger_find(sbx__ledger *led, const char *id, sbx__ledger_row *out, sbx_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = SBX_OK;
+	pthread_mutex_lock(&led->lock);
+	if (sqlite3_prepare_v2(led->db,
+			       ROW_COLUMNS " WHERE id = ? ORDER BY created DESC, rowid DESC"
+					   " LIMIT 1",
+			       -1, &st, NULL) != SQLITE_OK) {
+		rc = db_error(led, err, "find");
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+	int step = sqlite3_step(st);
+	if (step == SQLITE_ROW)
+		read_row(st, out);
+	else if (step == SQLITE_DONE)
+		rc = SBX_E_NOT_FOUND;
+	else
+		rc = db_error(led, err, "find");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&led->lock);
 	return rc;
 }
 
@@ -356,6 +460,16 @@ int sbx__ledger_owner_alive(const sbx__ledger_row *row, const char *this_host)
 		return 1;
 	int64_t start = sbx__process_start_time(row->owner_pid);
 	return start != 0 && start == row->owner_start;
+}
+
+int sbx__ledger_actor_alive(const sbx__ledger_row *row, const char *this_host)
+{
+	if (row->actor_pid <= 0)
+		return -1;
+	if (strcmp(row->actor_host, this_host) != 0)
+		return 1;
+	int64_t start = sbx__process_start_time(row->actor_pid);
+	return start != 0 && start == row->actor_start;
 }
 
 /* ---- sessions */

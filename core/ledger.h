@@ -10,6 +10,9 @@
 
 typedef struct sbx__ledger sbx__ledger;
 
+/* PRAGMA user_version of the schema this code writes (ledger.c's migrations). */
+#define SBX__LEDGER_SCHEMA_VERSION 4
+
 /* Row states. */
 #define SBX__LEDGER_CREATING "creating"
 #define SBX__LEDGER_RUNNING  "running"
@@ -30,8 +33,24 @@ typedef struct sbx__ledger_row {
 	int64_t created; /* unix seconds */
 	int64_t expires; /* unix seconds, 0 = no TTL */
 	char state[16];
-	char error[256]; /* why a create failed */
+	char error[256]; /* why a create failed, or what gc did */
+	/* The process creating or deleting the sandbox right now (states creating, deleting):
+	 * a row stuck in one of them whose actor died is finished by gc. pid 0: unknown. */
+	char actor_host[128];
+	int64_t actor_pid;
+	int64_t actor_start;
+	int64_t updated; /* unix seconds of the last change */
+	/* The plugin's non-secret config at create, as JSON (secrets as ${env.NAME}), so any
+	 * process can reach the sandbox again; "" when none was recorded. */
+	char config[2048];
 } sbx__ledger_row;
+
+/* Who is acting on a row: host name, pid and process start time. */
+typedef struct sbx__ledger_actor {
+	const char *host;
+	int64_t pid;
+	int64_t start;
+} sbx__ledger_actor;
 
 /* Opens (creating and migrating as needed) the ledger at `path`. Safe for many processes and
  * threads at once: WAL, a busy timeout, and one connection per handle guarded by a mutex. */
@@ -44,6 +63,27 @@ int sbx__ledger_begin(sbx__ledger *led, const sbx__ledger_row *row, sbx_error *e
 int sbx__ledger_confirm(sbx__ledger *led, const char *token, const char *id, sbx_error *err);
 /* The create failed: state failed with the message. */
 int sbx__ledger_fail(sbx__ledger *led, const char *token, const char *message, sbx_error *err);
+/* A destroy of `id` begins: rows with this id not yet gone or failed go to state deleting
+ * with `actor` as the deleter. */
+int sbx__ledger_mark_deleting(sbx__ledger *led, const char *id, const sbx__ledger_actor *actor,
+			      sbx_error *err);
+/* The destroy failed: rows of `id` this actor put in deleting go back to running. */
+int sbx__ledger_undelete(sbx__ledger *led, const char *id, const sbx__ledger_actor *actor,
+			 sbx_error *err);
+/* gc's claim on a row it read as `seen`: state deleting with `actor` as the deleter, only if
+ * the row is still exactly as read (state, expiry, owner, actor). *claimed 1 when it was. */
+int sbx__ledger_claim(sbx__ledger *led, const sbx__ledger_row *seen, const sbx__ledger_actor *actor,
+		      int *claimed, sbx_error *err);
+/* gc's claim on a backend object no row holds: a new row (token `token`, state deleting,
+ * `actor` the deleter) is inserted only if at this moment no row with this id is creating,
+ * running, paused or deleting. *claimed 1 when it was. */
+int sbx__ledger_claim_orphan(sbx__ledger *led, const char *token, const char *id, const char *alias,
+			     const sbx__ledger_actor *actor, int *claimed, sbx_error *err);
+/* Sets state and message of the row with this token (gc finishing what it claimed). */
+int sbx__ledger_finish(sbx__ledger *led, const char *token, const char *state, const char *message,
+		       sbx_error *err);
+/* The newest row holding this sandbox id: SBX_E_NOT_FOUND (err untouched) when none. */
+int sbx__ledger_find(sbx__ledger *led, const char *id, sbx__ledger_row *out, sbx_error *err);
 /* Sets the state of the row with this sandbox id. A missing row is not an error. */
 int sbx__ledger_set_state(sbx__ledger *led, const char *id, const char *state, sbx_error *err);
 /* Sets the expiry of the row with this sandbox id. */
@@ -60,6 +100,9 @@ int64_t sbx__process_start_time(int64_t pid);
 /* True when the row's owner process is alive (same pid and start time on this host). A
  * detached row, or a row owned by another host, counts as alive: only TTL governs it. */
 int sbx__ledger_owner_alive(const sbx__ledger_row *row, const char *this_host);
+/* 1 when the row's actor is alive (or on another host), 0 when it died, -1 when the row
+ * names no actor (rows written before schema version 3). */
+int sbx__ledger_actor_alive(const sbx__ledger_row *row, const char *this_host);
 
 /* ---- sessions (session.c): (user_id, session_id) -> sandbox */
 

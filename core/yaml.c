@@ -22,6 +22,7 @@ void sbx__node_free(sbx__node *node)
 	sbx__free(node->keys);
 	sbx__free(node->items);
 	sbx__free(node->scalar);
+	sbx__free(node->raw);
 	sbx__free(node->file);
 	sbx__free(node);
 }
@@ -167,9 +168,11 @@ static int convert(conv_ctx *c, int id, int use_line, sbx__node **out, sbx_error
 		}
 		if (c->interp && strchr(raw, '$')) {
 			rc = interpolate(raw, c->file, n->line, &n->scalar, err);
-			sbx__free(raw);
-			if (rc != SBX_OK)
+			if (rc != SBX_OK) {
+				sbx__free(raw);
 				goto out;
+			}
+			n->raw = raw; /* kept so a secret can be recorded as its reference */
 		} else {
 			n->scalar = raw;
 		}
@@ -343,6 +346,8 @@ sbx__node *sbx__node_dup(const sbx__node *node)
 	if (node->file && !n->file)
 		goto fail;
 	if (node->scalar && !(n->scalar = sbx__strdup(node->scalar)))
+		goto fail;
+	if (node->raw && !(n->raw = sbx__strdup(node->raw)))
 		goto fail;
 	if (node->kind != SBX__NODE_SCALAR) {
 		n->items = sbx__calloc(node->n ? node->n : 1, sizeof(*n->items));

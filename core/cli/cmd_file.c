@@ -220,28 +220,44 @@ int cmd_ls(const cli_globals *g, int argc, char **argv)
 
 static const char gc_usage[] =
     "usage: sbx gc [--dry-run] [--json]\n"
-    "Deletes sandboxes whose owner process died or whose TTL passed, and backend objects\n"
-    "carrying sbx labels that the ledger does not know. A live owner's sandboxes are never\n"
-    "touched, so it is safe while harnesses run.\n";
+    "Deletes sandboxes whose owner process died or whose TTL passed, finishes creates and\n"
+    "deletes whose process died, and deletes backend objects carrying this state dir's label\n"
+    "that the ledger does not hold. Safe while harnesses run: a create or delete in flight,\n"
+    "anything made after gc started and any row that changes under it are spared, and every\n"
+    "deletion is claimed in the ledger at the moment it is made. Prints one line per\n"
+    "sandbox deleted, spared or finished, with the reason, then a count; --json prints a\n"
+    "list of {action, id, token, reason, status}.\n";
 
 typedef struct gc_out {
 	int json, dry, failed;
+	unsigned long counts[3];
 	json_t *rows;
 } gc_out;
 
-static void gc_row(void *ctx, const char *id, const char *reason, int status)
+static const char *const gc_actions[] = {"deleted", "skipped", "finished"};
+
+static void gc_event(void *ctx, const sbx_gc_event *ev)
 {
 	gc_out *o = ctx;
-	if (status != SBX_OK)
+	if (ev->status != SBX_OK)
 		o->failed = 1;
-	if (o->json)
+	uint32_t a = ev->action < 3 ? ev->action : SBX_GC_SKIPPED;
+	o->counts[a]++;
+	if (o->json) {
 		json_array_append_new(o->rows,
-				      json_pack("{s:s,s:s,s:s}", "id", id, "reason", reason,
-						"status", sbx_status_name(status)));
+				      json_pack("{s:s,s:s,s:s,s:s,s:s}", "action", gc_actions[a],
+						"id", ev->id, "token", ev->token, "reason",
+						ev->reason, "status", sbx_status_name(ev->status)));
+		return;
+	}
+	const char *verb = a == SBX_GC_DELETED && o->dry ? "would delete" : gc_actions[a];
+	if (ev->id[0])
+		printf("%s %s: %s", verb, ev->id, ev->reason);
 	else
-		printf("%s %s: %s%s%s\n", o->dry ? "would delete" : "deleted", id, reason,
-		       status == SBX_OK ? "" : " -- failed: ",
-		       status == SBX_OK ? "" : sbx_status_message(status));
+		printf("%s create %s: %s", verb, ev->token, ev->reason);
+	if (ev->status != SBX_OK)
+		printf(" -- failed: %s", sbx_status_message(ev->status));
+	putchar('\n');
 }
 
 int cmd_gc(const cli_globals *g, int argc, char **argv)
@@ -265,11 +281,21 @@ int cmd_gc(const cli_globals *g, int argc, char **argv)
 		return rc;
 	o.rows = json_array();
 	sbx_error err = {0};
-	int st = sbx_gc(h, o.dry ? SBX_GC_DRY_RUN : 0, gc_row, &o, &err);
+	sbx_gc_opts go;
+	memset(&go, 0, sizeof(go));
+	SBX_INIT_HEADER(go);
+	go.flags = o.dry ? SBX_GC_DRY_RUN : 0;
+	go.on_event = gc_event;
+	go.ctx = &o;
+	int st = sbx_gc_run(h, &go, &err);
 	if (st != SBX_OK)
 		rc = cli_fail("gc", st, &err);
 	else if (o.json)
 		cli_print_json(o.rows);
+	else
+		printf("gc: %lu %s, %lu skipped, %lu finished\n", o.counts[SBX_GC_DELETED],
+		       o.dry ? "to delete" : "deleted", o.counts[SBX_GC_SKIPPED],
+		       o.counts[SBX_GC_FINISHED]);
 	if (rc == CLI_OK && o.failed)
 		rc = CLI_INFRA;
 	json_decref(o.rows);

@@ -185,6 +185,8 @@ typedef struct sbx_exec_result {
 	char *output_dir; /* per-call directory with command.txt, stdout.txt, stderr.txt */
 	char *stdout_file;
 	char *stderr_file;
+	uint32_t oom_killed; /* the sandbox's memory limit killed a process during the command */
+	uint32_t reserved0;
 	char *job_id; /* ABI 1.1: the job a background exec started, else NULL */
 } sbx_exec_result;
 
@@ -322,8 +324,39 @@ typedef void (*sbx_gc_fn)(void *ctx, const char *id, const char *reason, int sta
 
 /* Deletes sandboxes whose owner process died or whose TTL passed, and backend objects carrying
  * sbx labels that the ledger does not know (through each configured alias's list_by_label).
- * Never touches a sandbox whose owner is alive and whose TTL has not passed. */
+ * Never touches a sandbox whose owner is alive and whose TTL has not passed. fn is called for
+ * deletions only; sbx_gc_run reports everything gc did and spared. */
 int sbx_gc(sbx_host *host, uint32_t flags, sbx_gc_fn fn, void *ctx, sbx_error *err);
+
+/* What gc did with one sandbox or ledger row. */
+#define SBX_GC_DELETED  0u /* deleted it (with SBX_GC_DRY_RUN: would delete it) */
+#define SBX_GC_SKIPPED  1u /* looked reapable but was spared; reason says why */
+#define SBX_GC_FINISHED 2u /* a row stuck in creating or deleting was closed, nothing to delete */
+
+typedef struct sbx_gc_event {
+	SBX_STRUCT_HEADER;
+	uint32_t action;   /* SBX_GC_* */
+	int32_t status;    /* the destroy's status for SBX_GC_DELETED, else SBX_OK */
+	const char *id;    /* "<alias>:<backend-id>", "" for a create that never got one */
+	const char *token; /* the ledger row's token, "" for an object no row held */
+	const char *reason;
+} sbx_gc_event;
+
+typedef void (*sbx_gc_event_fn)(void *ctx, const sbx_gc_event *ev);
+
+typedef struct sbx_gc_opts {
+	SBX_STRUCT_HEADER;
+	uint32_t flags; /* SBX_GC_DRY_RUN */
+	uint32_t reserved0;
+	sbx_gc_event_fn on_event; /* may be NULL */
+	void *ctx;
+} sbx_gc_opts;
+
+/* sbx_gc with a report of every decision. gc never deletes a sandbox whose row or object
+ * appeared after it started, a create or delete still in flight (its process alive), or
+ * anything whose row changed after gc read it: each deletion is claimed in the ledger by a
+ * conditional update at the moment it is made. */
+int sbx_gc_run(sbx_host *host, const sbx_gc_opts *opts, sbx_error *err);
 
 /* ---- sessions: (user_id, session_id) -> a sandbox that outlives the process (NexAU) ----
  *

@@ -1,4 +1,5 @@
-/* Per-sandbox and per-exec cgroups: the sandbox's at <cg_root>/<id>, each exec's below it.
+/* Per-sandbox and per-exec cgroups: the sandbox's at <cg_root>/<id> (cg_root being
+ * <mount>/sbx/<hash of the sandbox root>), each exec's below it.
  * Killing a cgroup reaches every process that ever started in it, setsid and double-fork
  * escapees included. cgroup v2 has cgroup.kill; on v1 the freezer stops the tree first so
  * nothing can fork while we signal it. */
@@ -75,17 +76,85 @@ static int exists(const char *dir, const char *name)
 	return n > 0 && (size_t)n < sizeof(path) && access(path, F_OK) == 0;
 }
 
+/* The cgroup tree is one for the whole machine, so each sandbox root (by default one per
+ * state dir) gets its own folder in it, "r-<hash of the root's real path>": a process using
+ * another root (another state dir, another user) cannot reach these sandboxes' processes even
+ * with their ids. Old-layout folders directly under sbx/ are 16 hex digits (sandbox ids). */
+#define NS_PREFIX "r-"
+#define NS_LEN    (2 + 16)
+/* Machine-global record of which root each namespace belongs to (a symlink per namespace),
+ * so gc can tell a namespace whose root was deleted from one whose root lives. */
+#define NS_REGISTRY "/run/sbx-local"
+
+static void root_namespace(const local_state *st, char out[NS_LEN + 1])
+{
+	char real[4096];
+	const char *r = realpath(st->root, real) ? real : st->root;
+	uint64_t h = 14695981039346656037ull;
+	for (const char *p = r; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	snprintf(out, NS_LEN + 1, NS_PREFIX "%016llx", (unsigned long long)h);
+}
+
+static void register_namespace(const local_state *st, const char *ns)
+{
+	char real[4096], link[256], cur[4096];
+	if (!realpath(st->root, real))
+		return;
+	if (mkdir(NS_REGISTRY, 0755) != 0 && errno != EEXIST)
+		return;
+	int n = snprintf(link, sizeof(link), "%s/%s", NS_REGISTRY, ns);
+	if (n < 0 || (size_t)n >= sizeof(link))
+		return;
+	ssize_t k = readlink(link, cur, sizeof(cur) - 1);
+	if (k >= 0) {
+		cur[k] = '\0';
+		if (strcmp(cur, real) == 0)
+			return;
+		unlink(link);
+	}
+	if (symlink(real, link) != 0 && errno != EEXIST)
+		return;
+}
+
+/* mkdir of <mount>/sbx/<ns>[/<id>]: the parents are made again when missing (a gc may remove
+ * an empty namespace folder at any time; the kernel refuses to remove a populated one). */
+static int mkdir_cg(const local_state *st, const char *path)
+{
+	char top[600];
+	int n = snprintf(top, sizeof(top), "%s", st->cg_root);
+	char *slash = n > 0 && (size_t)n < sizeof(top) ? strrchr(top, '/') : NULL;
+	if (!slash)
+		return -1;
+	*slash = '\0'; /* <mount>/sbx */
+	for (int attempt = 0; attempt < 8; attempt++) {
+		if (mkdir(path, 0755) == 0 || errno == EEXIST)
+			return 0;
+		if (errno != ENOENT)
+			return -1;
+		if ((mkdir(top, 0755) != 0 && errno != EEXIST) ||
+		    (strcmp(path, st->cg_root) != 0 && mkdir(st->cg_root, 0755) != 0 &&
+		     errno != EEXIST && errno != ENOENT))
+			return -1;
+	}
+	errno = EAGAIN;
+	return -1;
+}
+
 static int try_root(local_state *st, const char *root, int mechanism)
 {
-	int n = snprintf(st->cg_root, sizeof(st->cg_root), "%s/sbx", root);
+	char ns[NS_LEN + 1];
+	root_namespace(st, ns);
+	int n = snprintf(st->cg_root, sizeof(st->cg_root), "%s/sbx/%s", root, ns);
 	if (n < 0 || (size_t)n >= sizeof(st->cg_root))
 		return 0;
-	if (mkdir(st->cg_root, 0755) != 0 && errno != EEXIST)
+	if (mkdir_cg(st, st->cg_root) != 0)
 		return 0;
 	const char *probe = mechanism == LOCAL_KILL_CGROUP_V2 ? "cgroup.kill" : "freezer.state";
 	if (!exists(st->cg_root, probe) || access(st->cg_root, W_OK) != 0)
 		return 0;
 	st->kill_mechanism = mechanism;
+	register_namespace(st, ns);
 	return 1;
 }
 
@@ -154,7 +223,7 @@ int sbx__local_cg_sandbox(const local_state *st, const char *id, sbx_error *err)
 		return SBX_OK;
 	if (rc != SBX_OK)
 		return sbx__local_host->set_error(err, rc, "local: cgroup path too long");
-	if (mkdir(path, 0755) != 0 && errno != EEXIST)
+	if (mkdir_cg(st, path) != 0)
 		return sbx__local_host->set_error(
 		    err, SBX_E_IO, "local: cannot create cgroup %s: %s", path, strerror(errno));
 	return SBX_OK;
@@ -167,16 +236,19 @@ int sbx__local_cg_exec_new(const local_state *st, const char *id, char *buf, siz
 	int n = snprintf(buf, cap, "%s/%s/e%ld-%u", st->cg_root, id, (long)getpid(), k);
 	if (n < 0 || (size_t)n >= cap)
 		return sbx__local_host->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
-	if (mkdir(buf, 0755) == 0)
-		return SBX_OK;
-	/* The sandbox cgroup is made at create; it is missing after a reboot. */
-	int rc = sbx__local_cg_sandbox(st, id, err);
-	if (rc != SBX_OK)
-		return rc;
-	if (mkdir(buf, 0755) != 0)
-		return sbx__local_host->set_error(
-		    err, SBX_E_IO, "local: cannot create cgroup %s: %s", buf, strerror(errno));
-	return SBX_OK;
+	/* The sandbox cgroup is made at create; it is missing after a reboot, or when a gc
+	 * removed it a moment ago (its folder was gone): make it again and retry. */
+	for (int attempt = 0; attempt < 4; attempt++) {
+		if (mkdir(buf, 0755) == 0)
+			return SBX_OK;
+		if (errno != ENOENT)
+			break;
+		int rc = sbx__local_cg_sandbox(st, id, err);
+		if (rc != SBX_OK)
+			return rc;
+	}
+	return sbx__local_host->set_error(err, SBX_E_IO, "local: cannot create cgroup %s: %s", buf,
+					  strerror(errno));
 }
 
 /* Calls fn on path and every cgroup below it, children first. */
@@ -332,4 +404,109 @@ int sbx__local_cg_frozen(const local_state *st, const char *id)
 	if (read_small(path, "freezer.state", s, sizeof(s)) != 0)
 		return -1;
 	return strncmp(s, "THAWED", 6) != 0;
+}
+
+static int all_hex(const char *s, size_t len)
+{
+	if (strlen(s) != len)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/* 1 when the registry names this namespace's root and that root no longer exists; 0 when
+ * the root lives or nothing is known about it (then the namespace is left alone). */
+static int namespace_dead(const char *ns)
+{
+	char link[256], root[4096];
+	int n = snprintf(link, sizeof(link), "%s/%s", NS_REGISTRY, ns);
+	if (n < 0 || (size_t)n >= sizeof(link))
+		return 0;
+	ssize_t k = readlink(link, root, sizeof(root) - 1);
+	if (k <= 0)
+		return 0;
+	root[k] = '\0';
+	struct stat sb;
+	return stat(root, &sb) != 0 && errno == ENOENT;
+}
+
+static void reap_tree(const local_state *st, const char *path)
+{
+	sbx__local_cg_kill(st, path);
+	sbx__local_cg_remove(path);
+}
+
+/* This root's sandbox cgroups whose sandbox folder is gone (a destroy cut short, an exec
+ * that raced a destroy): their processes are killed and the cgroups removed. A create
+ * makes the folder before the cgroup, so a create in flight is never taken for one. */
+static void sweep_own(const local_state *st)
+{
+	DIR *d = opendir(st->cg_root);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_type != DT_DIR || !all_hex(e->d_name, LOCAL_ID_LEN))
+			continue;
+		char folder[1200], cg[1400];
+		int n = snprintf(folder, sizeof(folder), "%s/%s", st->root, e->d_name);
+		int m = snprintf(cg, sizeof(cg), "%s/%s", st->cg_root, e->d_name);
+		if (n < 0 || (size_t)n >= sizeof(folder) || m < 0 || (size_t)m >= sizeof(cg))
+			continue;
+		struct stat sb;
+		if (lstat(folder, &sb) != 0 && errno == ENOENT) {
+			sbx__local_host->log(SBX_LOG_INFO, "local",
+					     "removing cgroup %s: its sandbox folder is gone", cg);
+			reap_tree(st, cg);
+		}
+	}
+	closedir(d);
+}
+
+void sbx__local_cg_sweep(const local_state *st)
+{
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
+		return;
+	sweep_own(st);
+	char top[600];
+	int n = snprintf(top, sizeof(top), "%s", st->cg_root);
+	char *slash = n > 0 && (size_t)n < sizeof(top) ? strrchr(top, '/') : NULL;
+	if (!slash)
+		return;
+	const char *own = slash + 1;
+	*slash = '\0';
+	DIR *d = opendir(top);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_type != DT_DIR || strcmp(e->d_name, own) == 0)
+			continue;
+		char path[1400];
+		int m = snprintf(path, sizeof(path), "%s/%s", top, e->d_name);
+		if (m < 0 || (size_t)m >= sizeof(path))
+			continue;
+		if (strncmp(e->d_name, NS_PREFIX, strlen(NS_PREFIX)) == 0 &&
+		    all_hex(e->d_name + strlen(NS_PREFIX), NS_LEN - strlen(NS_PREFIX))) {
+			if (!namespace_dead(e->d_name))
+				continue;
+			/* Another root's namespace, and that root was deleted: nobody can reach
+			 * these sandboxes any more. */
+			sbx__local_host->log(SBX_LOG_INFO, "local",
+					     "removing cgroup %s: its sandbox root is gone", path);
+			reap_tree(st, path);
+			char link[256];
+			int k = snprintf(link, sizeof(link), "%s/%s", NS_REGISTRY, e->d_name);
+			if (k > 0 && (size_t)k < sizeof(link) && access(path, F_OK) != 0)
+				unlink(link);
+		} else if (all_hex(e->d_name, LOCAL_ID_LEN)) {
+			/* The layout before namespaces: nothing tells whose it is, so only
+			 * cgroups with no process left are removed (the kernel refuses the
+			 * others). */
+			walk(path, rmdir_one, NULL);
+		}
+	}
+	closedir(d);
 }

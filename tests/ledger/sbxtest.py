@@ -28,6 +28,26 @@ class SbxCase(unittest.TestCase):
         self.env = dict(os.environ, SBX_STATE_DIR=self.state)
         self.env.pop("SBX_CONFIG", None)
 
+    def tearDown(self):
+        # What the test left behind goes, and with it the root: the next gc on this machine
+        # (run below, once per class) reaps the root's cgroups and any process left in them.
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        # One fixed state dir and root for these runs: gc's own (empty) cgroup namespace
+        # stays one per build tree.
+        scratch = os.path.join(TMP_ROOT, "gc-scratch")
+        env = dict(os.environ, SBX_STATE_DIR=os.path.join(scratch, "state"))
+        env.pop("SBX_CONFIG", None)
+        os.makedirs(scratch, exist_ok=True)
+        cfg = os.path.join(scratch, "config.yaml")
+        with open(cfg, "w") as f:
+            f.write("data_source:\n  sandbox:\n    type: local\n    root: %s\n"
+                    % os.path.join(scratch, "sandboxes"))
+        subprocess.run([SBX, "--config", cfg, "gc"], env=env, capture_output=True,
+                       timeout=120)
+
     def sbx(self, *args, stdin=None):
         p = subprocess.run([SBX, "--config", self.cfg] + list(args), env=self.env,
                            input=stdin, capture_output=True, timeout=120)

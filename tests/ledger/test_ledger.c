@@ -165,8 +165,94 @@ Test(ledger, schema_from_a_newer_sbx_is_refused_with_advice)
 	cr_assert_null(led);
 	char want[700];
 	snprintf(want, sizeof(want),
-		 "%s: ledger: schema version 99 is newer than this sbx (2); use a newer sbx or "
+		 "%s: ledger: schema version 99 is newer than this sbx (%d); use a newer sbx or "
 		 "another SBX_STATE_DIR",
-		 db_path);
+		 db_path, SBX__LEDGER_SCHEMA_VERSION);
 	cr_assert_str_eq(err.message, want);
+}
+
+Test(ledger, gc_claims_only_a_row_unchanged_since_it_was_read)
+{
+	fresh_db("claim");
+	sbx__ledger *led = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
+	sbx__ledger_row r = row_for("tok-claim");
+	r.expires = 100;
+	cr_assert_eq(sbx__ledger_begin(led, &r, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx__ledger_confirm(led, "tok-claim", "local:aa", &err), SBX_OK);
+	sbx__ledger_row seen;
+	cr_assert_eq(sbx__ledger_find(led, "local:aa", &seen, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(seen.state, "running");
+	cr_assert_eq(seen.expires, 100);
+	/* Another process extends the TTL after gc read the row: the claim is lost. */
+	cr_assert_eq(sbx__ledger_set_expiry(led, "local:aa", 200, &err), SBX_OK);
+	sbx__ledger_actor gc = {"testhost", 4242, 77};
+	int claimed = -1;
+	cr_assert_eq(sbx__ledger_claim(led, &seen, &gc, &claimed, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(claimed, 0);
+	/* Read again, the claim holds, and names gc as the deleter. */
+	cr_assert_eq(sbx__ledger_find(led, "local:aa", &seen, &err), SBX_OK);
+	cr_assert_eq(sbx__ledger_claim(led, &seen, &gc, &claimed, &err), SBX_OK);
+	cr_assert_eq(claimed, 1);
+	sbx__ledger_row now;
+	cr_assert_eq(sbx__ledger_find(led, "local:aa", &now, &err), SBX_OK);
+	cr_assert_str_eq(now.state, "deleting");
+	cr_assert_str_eq(now.actor_host, "testhost");
+	cr_assert_eq(now.actor_pid, 4242);
+	cr_assert_eq(now.actor_start, 77);
+	/* A second gc holding the old copy loses. */
+	cr_assert_eq(sbx__ledger_claim(led, &seen, &gc, &claimed, &err), SBX_OK);
+	cr_assert_eq(claimed, 0);
+	cr_assert_eq(
+	    sbx__ledger_finish(led, "tok-claim", "gone", "reaped by gc: ttl expired", &err),
+	    SBX_OK);
+	cr_assert_eq(sbx__ledger_find(led, "local:aa", &now, &err), SBX_OK);
+	cr_assert_str_eq(now.state, "gone");
+	cr_assert_str_eq(now.error, "reaped by gc: ttl expired");
+	cr_assert_eq(now.actor_pid, 0);
+	sbx__ledger_close(led);
+}
+
+Test(ledger, an_orphan_is_claimed_only_while_no_live_row_holds_its_id)
+{
+	fresh_db("orphan");
+	sbx__ledger *led = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
+	sbx__ledger_row r = row_for("tok-live");
+	cr_assert_eq(sbx__ledger_begin(led, &r, &err), SBX_OK);
+	cr_assert_eq(sbx__ledger_confirm(led, "tok-live", "local:bb", &err), SBX_OK);
+	sbx__ledger_actor gc = {"testhost", 4242, 77};
+	int claimed = -1;
+	/* The create was confirmed after gc read the ledger: the id is held, no claim. */
+	cr_assert_eq(
+	    sbx__ledger_claim_orphan(led, "gc-1", "local:bb", "local", &gc, &claimed, &err), SBX_OK,
+	    "%s", err.message);
+	cr_assert_eq(claimed, 0);
+	/* Once its row is gone, gc may claim it, once. */
+	cr_assert_eq(sbx__ledger_set_state(led, "local:bb", "gone", &err), SBX_OK);
+	cr_assert_eq(
+	    sbx__ledger_claim_orphan(led, "gc-2", "local:bb", "local", &gc, &claimed, &err),
+	    SBX_OK);
+	cr_assert_eq(claimed, 1);
+	cr_assert_eq(
+	    sbx__ledger_claim_orphan(led, "gc-3", "local:bb", "local", &gc, &claimed, &err),
+	    SBX_OK);
+	cr_assert_eq(claimed, 0);
+	/* A destroy that fails gives the row back as it was before the delete began. */
+	sbx__ledger_row b = row_for("tok-undo");
+	cr_assert_eq(sbx__ledger_begin(led, &b, &err), SBX_OK);
+	cr_assert_eq(sbx__ledger_confirm(led, "tok-undo", "local:cc", &err), SBX_OK);
+	sbx__ledger_actor me = {"testhost", getpid(), 5};
+	cr_assert_eq(sbx__ledger_mark_deleting(led, "local:cc", &me, &err), SBX_OK);
+	sbx__ledger_row now;
+	cr_assert_eq(sbx__ledger_find(led, "local:cc", &now, &err), SBX_OK);
+	cr_assert_str_eq(now.state, "deleting");
+	cr_assert_eq(now.actor_pid, getpid());
+	cr_assert_eq(sbx__ledger_undelete(led, "local:cc", &me, &err), SBX_OK);
+	cr_assert_eq(sbx__ledger_find(led, "local:cc", &now, &err), SBX_OK);
+	cr_assert_str_eq(now.state, "running");
+	cr_assert_eq(sbx__ledger_find(led, "local:none", &now, &err), SBX_E_NOT_FOUND);
+	sbx__ledger_close(led);
 }

@@ -86,7 +86,7 @@ Test(session_ledger, migration_from_schema_1_keeps_rows_and_adds_sessions)
 	cr_assert_eq(n, 0);
 	sbx__ledger_close(led);
 
-	/* The schema-1 row is still there and the version is 2. */
+	/* The schema-1 row is still there and the version is the current one. */
 	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
 	sqlite3_stmt *st = NULL;
 	cr_assert_eq(
@@ -97,7 +97,7 @@ Test(session_ledger, migration_from_schema_1_keeps_rows_and_adds_sessions)
 	    SQLITE_OK);
 	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
 	cr_assert_eq(sqlite3_column_int(st, 0), 1);
-	cr_assert_eq(sqlite3_column_int(st, 1), 2);
+	cr_assert_eq(sqlite3_column_int(st, 1), SBX__LEDGER_SCHEMA_VERSION);
 	sqlite3_finalize(st);
 	sqlite3_close(db);
 }

@@ -43,10 +43,14 @@ class Ttl(SbxCase):
         while time.time() < expiry + 1:
             time.sleep(0.1)
         reaped = json.loads(self.ok("gc", "--json"))
+        # Each names the ledger row it reaped by its token.
+        self.assertTrue(all(len(r.pop("token")) > 8 for r in reaped), reaped)
         self.assertEqual(sorted(reaped, key=lambda r: r["id"]),
-                         sorted([{"id": short, "reason": "ttl expired", "status": "SBX_OK"},
-                                 {"id": sess["id"], "reason": "ttl expired",
-                                  "status": "SBX_OK"}], key=lambda r: r["id"]))
+                         sorted([{"action": "deleted", "id": short, "reason": "ttl expired",
+                                  "status": "SBX_OK"},
+                                 {"action": "deleted", "id": sess["id"],
+                                  "reason": "ttl expired", "status": "SBX_OK"}],
+                                key=lambda r: r["id"]))
         self.assertEqual(self.sandbox_dirs(), sorted([self.backend(long_), self.backend(none)]))
         rows = self.rows()
         self.assertEqual(rows[short]["state"], "gone")

@@ -340,9 +340,15 @@ static void check_born_in_exec_cgroup(const char *mechanism, const char *hierarc
 	sbx_exec_outcome o;
 	cr_assert_eq(run(id, "cat /proc/self/cgroup", 0, &c, &o), SBX_OK, "%s", err.message);
 	cr_assert_eq(o.exit_code, 0);
+	/* <hierarchy>:/sbx/r-<16 hex: the root's namespace>/<id>/e<pid>- */
 	char want[200];
-	snprintf(want, sizeof(want), "%s:/sbx/%s/e%ld-", hierarchy, id, (long)getpid());
-	cr_assert(strstr(c.out, want), "no '%s' in:\n%s", want, c.out);
+	snprintf(want, sizeof(want), "%s:/sbx/r-", hierarchy);
+	const char *at = strstr(c.out, want);
+	cr_assert(at, "no '%s' in:\n%s", want, c.out);
+	at += strlen(want);
+	cr_assert_eq(strspn(at, "0123456789abcdef"), 16, "no namespace in:\n%s", c.out);
+	snprintf(want, sizeof(want), "/%s/e%ld-", id, (long)getpid());
+	cr_assert_eq(strncmp(at + 16, want, strlen(want)), 0, "no '%s' in:\n%s", want, c.out);
 	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
 	unload();
 }

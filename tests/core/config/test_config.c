@@ -548,3 +548,51 @@ Test(config, every_allocation_failure_is_nomem_without_leaks)
 	cr_assert_gt(fail_at, 20);
 	sbx__node_free(def);
 }
+
+/* ---- sbx__config_record / sbx__config_recall (recall.c) */
+
+/* What the ledger records of a data source: non-secret values as resolved, a secret only as
+ * its ${env.NAME} reference (a literal secret is left out), a literal "${" escaped; the
+ * recall interpolates the references from the recalling process's environment. */
+Test(config_record, secrets_only_as_references_and_recalled_from_the_environment)
+{
+	setenv("SBX_TEST_REC_IMG", "img1", 1);
+	setenv("SBX_TEST_REC_TOK", "sekrit", 1);
+	sbx__config *cfg = load("sandbox_config:\n  type: testbox\n"
+				"  image: ${env.SBX_TEST_REC_IMG}\n"
+				"  token: Bearer ${env.SBX_TEST_REC_TOK}\n"
+				"  pin: 4321\n"
+				"  extra: a$${b}\n");
+	sbx_plugin_desc d = test_desc();
+	char *json = sbx__config_record(cfg->deflt.keys, &d);
+	cr_assert_not_null(json);
+	cr_assert_str_eq(json, "{\"image\":\"img1\",\"token\":\"Bearer "
+			       "${env.SBX_TEST_REC_TOK}\",\"extra\":\"a$${b}\"}");
+	cr_assert_null(strstr(json, "sekrit"));
+	cr_assert_null(strstr(json, "4321"));
+	setenv("SBX_TEST_REC_IMG", "changed", 1);
+	setenv("SBX_TEST_REC_TOK", "other", 1);
+	sbx__node *keys = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx__config_recall(json, &keys, &err), SBX_OK, "%s", err.message);
+	char *back = sbx__node_to_json(keys);
+	cr_assert_str_eq(back,
+			 "{\"image\":\"img1\",\"token\":\"Bearer other\",\"extra\":\"a${b}\"}");
+	sbx__free(back);
+	sbx__node_free(keys);
+	sbx__free(json);
+	unsetenv("SBX_TEST_REC_TOK");
+	cr_assert_eq(sbx__config_recall("{\"token\":\"${env.SBX_TEST_REC_TOK}\"}", &keys, &err),
+		     SBX_E_CONFIG);
+	cr_assert(strstr(err.message, "SBX_TEST_REC_TOK"), "%s", err.message);
+	cr_assert_eq(sbx__config_recall("[1, 2]", &keys, &err), SBX_E_LEDGER);
+	cr_assert_str_eq(err.message, "ledger: the recorded config is not a map of keys");
+	/* Nothing but literal secrets: nothing to record. */
+	sbx__config *only = load("sandbox_config:\n  type: testbox\n  token: abc\n");
+	json = sbx__config_record(only->deflt.keys, &d);
+	cr_assert_str_eq(json, "");
+	sbx__free(json);
+	sbx__config_free(only);
+	sbx__config_free(cfg);
+	unsetenv("SBX_TEST_REC_IMG");
+}
