@@ -224,7 +224,7 @@ typedef struct sbx_job_info {
 	int32_t exit_code; /* -1 unless exited */
 	int32_t signal;    /* killed: the signal, else 0 */
 	uint32_t reserved0;
-	int64_t pid;     /* the job's pid (and process group) inside the sandbox */
+	int64_t pid;     /* the job's pid (and group) in the sandbox; 0 until started */
 	double started;  /* unix seconds, the sandbox's clock */
 	double duration; /* seconds, so far while running */
 	uint64_t stdout_bytes;

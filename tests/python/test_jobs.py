@@ -32,6 +32,12 @@ class JobTest(unittest.TestCase):
         self.assertEqual(job.sandbox_id, self.sid)
         st = job.status()
         self.assertEqual((st.state, st.exit_code, st.signal), ("running", -1, 0))
+        # The pid is 0 for the first moments, until the supervisor has started the command.
+        for _ in range(100):
+            if st.pid > 0:
+                break
+            time.sleep(0.05)
+            st = job.status()
         self.assertGreater(st.pid, 0)
         self.assertEqual(st.command, "sleep 3; echo late")
         job.kill(signal.SIGKILL)
