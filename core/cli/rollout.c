@@ -23,7 +23,8 @@ static const char rollout_usage[] =
     "  image        image for the sandbox (also read from metadata.docker_image)\n"
     "  files        {path: content} written before the first command\n"
     "  timeout      seconds for each command (default: the data source's timeout)\n"
-    "The whole file is checked before anything runs; errors name FILE:LINE.\n"
+    "The whole file is checked before anything runs (unknown keys and data sources too);\n"
+    "errors name FILE:LINE.\n"
     "  --output FILE     results, one JSON line per task as it finishes (default stdout):\n"
     "                    id, data_source, sandbox_id, ok, infra_error {stage, status,\n"
     "                    message} (null unless sbx or the backend failed), commands (each\n"
@@ -40,6 +41,7 @@ static const char rollout_usage[] =
 typedef struct task {
 	json_t *spec;
 	json_t *result;
+	size_t line; /* of TASKS */
 } task;
 
 typedef struct rollout {
@@ -77,6 +79,26 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static const char *const task_keys[] = {"id",    "commands", "data_source", "image",
+					"files", "timeout",  "metadata",    NULL};
+static const char *const command_keys[] = {"cmd", "argv", "timeout", "cwd", "env", NULL};
+
+static int known_key(const char *key, const char *const *keys)
+{
+	for (size_t i = 0; keys[i]; i++)
+		if (strcmp(keys[i], key) == 0)
+			return 1;
+	return 0;
+}
+
+/* "unknown key 'K' (HINT)" in a static buffer: validation runs on one thread. */
+static const char *unknown_key(const char *key, const char *hint)
+{
+	static char msg[256];
+	snprintf(msg, sizeof(msg), "unknown key '%.64s' (%s)", key, hint);
+	return msg;
+}
+
 /* What is wrong with one entry of 'commands', or NULL. */
 static const char *command_problem(json_t *v)
 {
@@ -87,6 +109,10 @@ static const char *command_problem(json_t *v)
 	json_t *cmd = json_object_get(v, "cmd"), *argv = json_object_get(v, "argv");
 	json_t *timeout = json_object_get(v, "timeout"), *cwd = json_object_get(v, "cwd");
 	json_t *env = json_object_get(v, "env");
+	const char *key;
+	json_t *val;
+	json_object_foreach(v, key, val) if (!known_key(key, command_keys)) return unknown_key(
+	    key, "a command object has cmd, argv, timeout, cwd, env");
 	if (!json_is_string(cmd) == !json_is_array(argv))
 		return "a command object needs exactly one of 'cmd' (a string) or 'argv' (a list)";
 	if (argv && json_array_size(argv) == 0)
@@ -140,6 +166,12 @@ static int validate(json_t *t, const char *file, size_t line)
 		why = "'metadata.docker_image' must be a string";
 	const char *key;
 	json_t *v;
+	if (!why) {
+		/* A misspelt key ('timout', 'comands') would silently change the task. */
+		json_object_foreach(t, key, v) if (!why && !known_key(key, task_keys)) why =
+		    unknown_key(key, "a task has id, commands, data_source, image, files, timeout, "
+				     "metadata");
+	}
 	if (!why && files) {
 		json_object_foreach(files, key, v) if (!json_is_string(v)) why =
 		    "every value of 'files' must be a string";
@@ -414,6 +446,51 @@ static void *worker(void *arg)
 	}
 }
 
+/* A task's data_source names a configured one (by name, "default", or index); otherwise
+ * prints "TASKS:LINE: ..." with the configured names and returns 0. */
+static int data_source_known(const sbx_host *h, json_t *dsv, const char *file, size_t line)
+{
+	size_t n = sbx_data_source_count(h);
+	if (!dsv)
+		return 1;
+	if (json_is_integer(dsv)) {
+		json_int_t i = json_integer_value(dsv);
+		if (i >= 0 && (size_t)i < n)
+			return 1;
+	} else {
+		const char *want = json_string_value(dsv);
+		if (strcmp(want, "default") == 0)
+			return 1;
+		for (size_t i = 0; i < n; i++) {
+			const char *name = NULL;
+			if (sbx_data_source_get(h, i, &name, NULL, NULL) == SBX_OK && name &&
+			    strcmp(name, want) == 0)
+				return 1;
+		}
+		char *end = NULL;
+		unsigned long long idx = strtoull(want, &end, 10);
+		if (want[0] >= '0' && want[0] <= '9' && !*end && idx < n)
+			return 1;
+	}
+	char names[400] = "default";
+	for (size_t i = 0; i < n; i++) {
+		const char *name = NULL;
+		size_t used = strlen(names);
+		if (sbx_data_source_get(h, i, &name, NULL, NULL) != SBX_OK || !name)
+			continue;
+		if (used + strlen(name) + 8 >= sizeof(names)) {
+			snprintf(names + used, sizeof(names) - used, ", ...");
+			break;
+		}
+		snprintf(names + used, sizeof(names) - used, ", %s", name);
+	}
+	char *text = json_dumps(dsv, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+	fprintf(stderr, "sbx: rollout: %s:%zu: unknown data_source %s (configured: %s)\n", file,
+		line, text ? text : "?", names);
+	free(text);
+	return 0;
+}
+
 int cmd_rollout(const cli_globals *g, int argc, char **argv)
 {
 	const char *output = NULL, *tasks_path = NULL;
@@ -498,6 +575,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		}
 		ro.tasks[ro.n].spec = t;
 		ro.tasks[ro.n].result = NULL;
+		ro.tasks[ro.n].line = lineno;
 		ro.n++;
 	}
 	free(line);
@@ -512,6 +590,15 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	rc = cli_open_host(&local, &ro.host);
 	if (rc != CLI_OK)
 		goto out;
+	/* Every task's data source must exist before anything runs. */
+	for (size_t i = 0; i < ro.n; i++)
+		if (!data_source_known(ro.host, json_object_get(ro.tasks[i].spec, "data_source"),
+				       tasks_path, ro.tasks[i].line))
+			bad = 1;
+	if (bad) {
+		rc = CLI_USAGE;
+		goto out;
+	}
 	ro.out = output ? fopen(output, "w") : stdout;
 	if (!ro.out) {
 		fprintf(stderr, "sbx: rollout: cannot write %s: %s\n", output, strerror(errno));

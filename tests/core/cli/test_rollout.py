@@ -46,6 +46,14 @@ class Validation(unittest.TestCase):
             ({"id": "a", "commands": [{"cmd": "x", "env": {"A": 1}}]}, "'env' values must be strings"),
             ({"id": "a", "commands": [7]},
              "each command must be a string or an object with 'cmd' or 'argv'"),
+            ({"id": "a", "commands": [], "timout": 5},
+             "unknown key 'timout' (a task has id, commands, data_source, image, files, "
+             "timeout, metadata)"),
+            ({"id": "a", "comands": ["true"], "commands": []},
+             "unknown key 'comands' (a task has id, commands, data_source, image, files, "
+             "timeout, metadata)"),
+            ({"id": "a", "commands": [{"cmd": "x", "timout": 1}]},
+             "unknown key 'timout' (a command object has cmd, argv, timeout, cwd, env)"),
         ]
         for task, why in cases:
             tasks = write("one.jsonl", json.dumps(task) + "\n")
@@ -151,13 +159,23 @@ class Fixture(unittest.TestCase):
             "rollout: 2 tasks: 1 ok, 1 with failing commands, 0 infrastructure errors; "), text)
         # Without a terminal: the summary only (the other tests pin that).
 
-    def test_unknown_data_source_is_an_infra_error(self):
-        tasks = write("ds.jsonl", '{"id": "a", "data_source": "nope", "commands": ["exit 0"]}\n')
-        rc, out, err = run("rollout", "--config", ok_config(), tasks)
-        self.assertEqual(rc, 1)
-        row = json.loads(out)
-        self.assertEqual((row["ok"], row["infra_error"]["stage"], row["infra_error"]["status"]),
-                         (False, "create", "SBX_E_CONFIG"))
+    def test_unknown_data_source_is_refused_before_the_run(self):
+        cfg = write("ok-two.yaml", "data_source:\n  sandbox:\n    type: ok\n"
+                    "data_sources:\n  - name: one\n")
+        tasks = write("ds.jsonl", "".join(json.dumps(t) + "\n" for t in [
+            {"id": "a", "commands": ["exit 0"]},
+            {"id": "b", "data_source": "nope", "commands": ["exit 0"]},
+            {"id": "c", "data_source": "one", "commands": ["exit 0"]},
+            {"id": "d", "data_source": 0, "commands": ["exit 0"]},
+            {"id": "e", "data_source": 1, "commands": ["exit 0"]},
+            {"id": "f", "data_source": "default", "commands": ["exit 0"]},
+        ]))
+        rc, out, err = run("rollout", "--config", cfg, tasks)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertEqual(err.splitlines(), [
+            "sbx: rollout: %s:2: unknown data_source \"nope\" (configured: default, one)" % tasks,
+            "sbx: rollout: %s:5: unknown data_source 1 (configured: default, one)" % tasks,
+        ])
 
     def test_max_concurrency_queues_instead_of_failing(self):
         cfg = write("ok-cap.yaml", "data_source:\n  sandbox:\n    type: ok\n"
