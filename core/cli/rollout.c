@@ -41,7 +41,8 @@ static const char rollout_usage[] =
 typedef struct task {
 	json_t *spec;
 	json_t *result;
-	size_t line; /* of TASKS */
+	size_t line;              /* of TASKS */
+	char sandbox[SBX_ID_MAX]; /* while the task holds one (under the rollout's lock) */
 } task;
 
 typedef struct rollout {
@@ -55,16 +56,18 @@ typedef struct rollout {
 	FILE *out;
 	int progress;
 	double started;
+	int finished; /* the workers are done: the watcher stops (under lock) */
 } rollout;
 
-/* Set by the first SIGINT/SIGTERM: workers start no new task and run no further command, but
- * still delete their sandboxes. The handler resets itself, so a second signal kills at once
- * (the ledger then lets `sbx gc` reap what was left). */
+/* Set by the first SIGINT/SIGTERM: workers start no new task and run no further command, and
+ * the watcher thread deletes every sandbox a task holds, which kills the commands running in
+ * them. The handler resets itself, so a second signal kills at once (the ledger then lets
+ * `sbx gc` reap what was left). */
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig)
 {
-	static const char msg[] = "\nrollout: interrupted: finishing the running commands and "
+	static const char msg[] = "\nrollout: interrupted: killing the running commands and "
 				  "deleting their sandboxes (interrupt again to abort)\n";
 	(void)sig;
 	interrupted = 1;
@@ -290,6 +293,12 @@ static void run_task(rollout *ro, task *t)
 	double t_queued = 0;
 	int st = create_queued(ro, &co, id, &t_queued, &err);
 	double t_create = now() - t0 - t_queued;
+	if (st == SBX_OK) {
+		pthread_mutex_lock(&ro->lock);
+		memcpy(t->sandbox, id, sizeof(t->sandbox));
+		pthread_mutex_unlock(&ro->lock);
+	}
+	int cut = 0; /* the interrupt stopped this task */
 	int all_ok = st == SBX_OK;
 	if (st != SBX_OK) {
 		had_infra = 1;
@@ -317,6 +326,7 @@ static void run_task(rollout *ro, task *t)
 		if (interrupted) {
 			snprintf(err.message, sizeof(err.message),
 				 "rollout: interrupted before command %zu", i + 1);
+			cut = 1;
 			had_infra = 1;
 			infra_err = infra("exec", SBX_E_CANCELLED, &err);
 			all_ok = 0;
@@ -365,6 +375,20 @@ static void run_task(rollout *ro, task *t)
 		sbx_exec_result *r = NULL;
 		st = sbx_exec(ro->host, id, &eo, &r, &err);
 		free(argv);
+		if (interrupted) {
+			/* The watcher deleted the sandbox under the command: what it returned is
+			 * the interrupt's doing, not the task's. */
+			if (st == SBX_OK)
+				sbx_exec_result_free(r);
+			memset(&err, 0, sizeof(err));
+			snprintf(err.message, sizeof(err.message),
+				 "rollout: interrupted during command %zu (killed)", i + 1);
+			cut = 1;
+			had_infra = 1;
+			infra_err = infra("exec", SBX_E_CANCELLED, &err);
+			all_ok = 0;
+			break;
+		}
 		if (st != SBX_OK) {
 			had_infra = 1;
 			infra_err = infra("exec", st, &err);
@@ -390,6 +414,9 @@ static void run_task(rollout *ro, task *t)
 	if (id[0]) {
 		sbx_error derr = {0};
 		int dst = sbx_destroy(ro->host, id, &derr);
+		pthread_mutex_lock(&ro->lock);
+		t->sandbox[0] = '\0';
+		pthread_mutex_unlock(&ro->lock);
 		if (dst != SBX_OK && !had_infra) {
 			had_infra = 1;
 			infra_err = infra("delete", dst, &derr);
@@ -405,6 +432,8 @@ static void run_task(rollout *ro, task *t)
 	}
 	json_object_set_new(res, "sandbox_id", id[0] ? json_string(id) : json_null());
 	json_object_set_new(res, "ok", json_boolean(all_ok && !had_infra));
+	if (cut)
+		json_object_set_new(res, "interrupted", json_true());
 	json_object_set_new(res, "infra_error", infra_err ? infra_err : json_null());
 	json_object_set_new(res, "commands", cmds);
 	json_object_set_new(res, "timings",
@@ -431,6 +460,55 @@ static void run_task(rollout *ro, task *t)
 		fprintf(stderr, "\rrollout: %zu/%zu done, %zu ok, %zu failed, %zu infra errors",
 			ro->done, ro->n, ro->ok, ro->failed, ro->infra);
 	pthread_mutex_unlock(&ro->lock);
+}
+
+/* After an interrupt, deletes every sandbox a task holds (once), which kills the commands
+ * running in them; the tasks then see the interrupt and record it. */
+static void *watcher(void *arg)
+{
+	rollout *ro = arg;
+	for (;;) {
+		pthread_mutex_lock(&ro->lock);
+		int fin = ro->finished;
+		pthread_mutex_unlock(&ro->lock);
+		if (fin)
+			return NULL;
+		if (interrupted)
+			break;
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	for (size_t i = 0; i < ro->n; i++) {
+		char id[SBX_ID_MAX];
+		pthread_mutex_lock(&ro->lock);
+		memcpy(id, ro->tasks[i].sandbox, sizeof(id));
+		pthread_mutex_unlock(&ro->lock);
+		id[sizeof(id) - 1] = '\0';
+		if (!id[0])
+			continue;
+		sbx_error derr = {0};
+		if (sbx_destroy(ro->host, id, &derr) != SBX_OK)
+			fprintf(stderr, "sbx: rollout: delete %s: %s\n", id, derr.message);
+	}
+	return NULL;
+}
+
+/* A result line for a task the interrupt kept from starting. */
+static void mark_not_started(rollout *ro, task *t)
+{
+	json_t *spec = t->spec, *dsv = json_object_get(spec, "data_source");
+	sbx_error err = {0};
+	snprintf(err.message, sizeof(err.message), "rollout: interrupted before the task started");
+	json_t *ds = json_is_integer(dsv) ? json_sprintf("%lld", (long long)json_integer_value(dsv))
+					  : json_string(dsv ? json_string_value(dsv) : "default");
+	json_t *res = json_pack("{s:O,s:o,s:n,s:b,s:b,s:o,s:[]}", "id", json_object_get(spec, "id"),
+				"data_source", ds, "sandbox_id", "ok", 0, "interrupted", 1,
+				"infra_error", infra("queued", SBX_E_CANCELLED, &err), "commands");
+	char *line = res ? json_dumps(res, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	if (line)
+		fprintf(ro->out, "%s\n", line);
+	free(line);
+	json_decref(res);
 }
 
 static void *worker(void *arg)
@@ -576,6 +654,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		ro.tasks[ro.n].spec = t;
 		ro.tasks[ro.n].result = NULL;
 		ro.tasks[ro.n].line = lineno;
+		ro.tasks[ro.n].sandbox[0] = '\0';
 		ro.n++;
 	}
 	free(line);
@@ -614,6 +693,8 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	ro.started = now();
+	pthread_t watch;
+	int have_watcher = pthread_create(&watch, NULL, watcher, &ro) == 0;
 	size_t nthreads = (size_t)conc < ro.n ? (size_t)conc : ro.n;
 	pthread_t *th = calloc(nthreads ? nthreads : 1, sizeof(*th));
 	size_t started = 0;
@@ -625,6 +706,14 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	for (size_t i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	free(th);
+	pthread_mutex_lock(&ro.lock);
+	ro.finished = 1;
+	pthread_mutex_unlock(&ro.lock);
+	if (have_watcher)
+		pthread_join(watch, NULL);
+	for (size_t i = ro.next; i < ro.n; i++)
+		mark_not_started(&ro, &ro.tasks[i]);
+	fflush(ro.out);
 	double wall = now() - ro.started;
 	if (ro.progress)
 		fputc('\n', stderr);
