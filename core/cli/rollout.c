@@ -31,6 +31,9 @@ static const char rollout_usage[] =
     "                    with the fields of 'sbx exec --json' and its command; the per-call\n"
     "                    files go with the sandbox, so their paths are null), timings {queued,\n"
     "                    create, total} in seconds\n"
+    "  --resume          with --output: keep the results already in FILE for tasks that\n"
+    "                    finished (dropping interrupted ones and torn lines), skip those\n"
+    "                    tasks, and append the results of the others\n"
     "  --concurrency N   worker threads (default 8). Each data source's max_concurrency\n"
     "                    still holds: a create past it waits for another task's delete.\n"
     "Progress goes to stderr when it is a terminal, then a summary line. An interrupt\n"
@@ -569,9 +572,90 @@ static int data_source_known(const sbx_host *h, json_t *dsv, const char *file, s
 	return 0;
 }
 
+/* --resume: rewrites `path` keeping the result lines of tasks that finished (not
+ * interrupted, whole JSON) and drops those tasks from the run. A missing file resumes
+ * nothing. Nonzero (after a message) when the file cannot be read or rewritten. */
+static int keep_finished(rollout *ro, const char *path)
+{
+	FILE *in = fopen(path, "r");
+	if (!in) {
+		if (errno == ENOENT)
+			return 0;
+		fprintf(stderr, "sbx: rollout: cannot read %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	char *tmp = NULL;
+	if (asprintf(&tmp, "%s.resume-%ld", path, (long)getpid()) < 0) {
+		fclose(in);
+		fprintf(stderr, "sbx: rollout: out of memory\n");
+		return 1;
+	}
+	FILE *outf = fopen(tmp, "w");
+	json_t *done = json_object();
+	int rc = 0;
+	if (!outf || !done) {
+		fprintf(stderr, "sbx: rollout: cannot write %s: %s\n", tmp, strerror(errno));
+		rc = 1;
+		goto out;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, in) >= 0) {
+		json_t *r = json_loads(line, 0, NULL);
+		json_t *id = json_object_get(r, "id");
+		if (r && (json_is_string(id) || json_is_integer(id)) &&
+		    !json_is_true(json_object_get(r, "interrupted"))) {
+			json_t *key = json_is_integer(id)
+					  ? json_sprintf("#%lld", (long long)json_integer_value(id))
+					  : json_sprintf("$%s", json_string_value(id));
+			if (key && !json_object_get(done, json_string_value(key))) {
+				json_object_set_new(done, json_string_value(key), json_true());
+				fputs(line, outf);
+				if (line[strlen(line) - 1] != '\n')
+					fputc('\n', outf);
+			}
+			json_decref(key);
+		}
+		json_decref(r);
+	}
+	free(line);
+	if (fclose(outf) != 0 || rename(tmp, path) != 0) {
+		fprintf(stderr, "sbx: rollout: cannot rewrite %s: %s\n", path, strerror(errno));
+		outf = NULL;
+		rc = 1;
+		goto out;
+	}
+	outf = NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < ro->n; i++) {
+		json_t *id = json_object_get(ro->tasks[i].spec, "id");
+		json_t *key = json_is_integer(id)
+				  ? json_sprintf("#%lld", (long long)json_integer_value(id))
+				  : json_sprintf("$%s", json_string_value(id));
+		int skip = key && json_object_get(done, json_string_value(key));
+		json_decref(key);
+		if (skip)
+			json_decref(ro->tasks[i].spec);
+		else
+			ro->tasks[k++] = ro->tasks[i];
+	}
+	fprintf(stderr, "rollout: resuming: %zu of %zu tasks already done\n", ro->n - k, ro->n);
+	ro->n = k;
+out:
+	if (outf) {
+		fclose(outf);
+		unlink(tmp);
+	}
+	free(tmp);
+	json_decref(done);
+	fclose(in);
+	return rc;
+}
+
 int cmd_rollout(const cli_globals *g, int argc, char **argv)
 {
 	const char *output = NULL, *tasks_path = NULL;
+	int resume = 0;
 	cli_globals local = *g;
 	long conc = 8;
 	for (int i = 1; i < argc; i++) {
@@ -583,6 +667,8 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 			output = argv[++i];
 		} else if (strcmp(a, "--config") == 0 && i + 1 < argc) {
 			local.config = argv[++i];
+		} else if (strcmp(a, "--resume") == 0) {
+			resume = 1;
 		} else if (strcmp(a, "--concurrency") == 0 && i + 1 < argc) {
 			char *end = NULL;
 			conc = strtol(argv[++i], &end, 10);
@@ -601,6 +687,8 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	}
 	if (!tasks_path)
 		return cli_usage_error(rollout_usage, "rollout", "missing TASKS.jsonl");
+	if (resume && !output)
+		return cli_usage_error(rollout_usage, "rollout", "--resume needs --output FILE");
 	FILE *in = strcmp(tasks_path, "-") == 0 ? stdin : fopen(tasks_path, "r");
 	if (!in) {
 		fprintf(stderr, "sbx: rollout: cannot open %s: %s\n", tasks_path, strerror(errno));
@@ -678,7 +766,11 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		rc = CLI_USAGE;
 		goto out;
 	}
-	ro.out = output ? fopen(output, "w") : stdout;
+	if (resume && keep_finished(&ro, output) != 0) {
+		rc = CLI_USAGE;
+		goto out;
+	}
+	ro.out = output ? fopen(output, resume ? "a" : "w") : stdout;
 	if (!ro.out) {
 		fprintf(stderr, "sbx: rollout: cannot write %s: %s\n", output, strerror(errno));
 		rc = CLI_USAGE;

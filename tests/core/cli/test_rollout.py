@@ -177,6 +177,31 @@ class Fixture(unittest.TestCase):
             "sbx: rollout: %s:5: unknown data_source 1 (configured: default, one)" % tasks,
         ])
 
+    def test_resume_skips_finished_tasks_and_reruns_interrupted_ones(self):
+        tasks = write("res.jsonl", "".join(
+            json.dumps({"id": i, "commands": ["exit 0"]}) + "\n" for i in range(4)))
+        out_path = os.path.join(TMP, "res-out.jsonl")
+        previous = json.dumps({"id": 1, "sandbox_id": "ok:previous", "ok": True,
+                               "infra_error": None, "commands": []})
+        with open(out_path, "w") as f:
+            f.write(previous + "\n")
+            f.write(json.dumps({"id": 2, "ok": False, "interrupted": True}) + "\n")
+            f.write('{"id": 3, "ok": tr')  # torn by a kill mid-write
+        rc, out, err = run("rollout", "--config", ok_config(), "--resume", "--output",
+                           out_path, tasks)
+        self.assertEqual((rc, out), (0, ""), err)
+        self.assertIn("rollout: resuming: 1 of 4 tasks already done\n", err)
+        self.assertIn("rollout: 3 tasks: 3 ok, ", err)
+        with open(out_path) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(lines[0], previous)
+        rows = [json.loads(l) for l in lines[1:]]
+        self.assertEqual(sorted(r["id"] for r in rows), [0, 2, 3])
+        self.assertTrue(all(r["ok"] and "interrupted" not in r for r in rows))
+        rc, out, err = run("rollout", "--config", ok_config(), "--resume", tasks)
+        self.assertEqual((rc, out, err.splitlines()[0]),
+                         (2, "", "sbx: rollout: --resume needs --output FILE"))
+
     def test_max_concurrency_queues_instead_of_failing(self):
         cfg = write("ok-cap.yaml", "data_source:\n  sandbox:\n    type: ok\n"
                     "    max_concurrency: 1\n")
