@@ -33,6 +33,10 @@ static const sbx_config_key local_keys[] = {
     {.name = "drain_ms",
      .type = SBX_KEY_INT,
      .help = "grace for output after the command exits, ms (default 100)"},
+    {.name = "share_dir",
+     .type = SBX_KEY_STRING,
+     .help = "existing host folder that is every sandbox's work dir (NexAU LocalSandbox's "
+	     "work_dir); destroy leaves its contents"},
 };
 
 static int id_ok(const char *id)
@@ -81,8 +85,10 @@ static int mkdir_p(char *path)
 
 static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 {
-	const char *root = NULL, *mech = NULL;
+	const char *root = NULL, *mech = NULL, *share = NULL;
 	int rc = opt_string(cfg, "root", &root, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "share_dir", &share, err);
 	if (rc == SBX_OK && !root)
 		rc = opt_string(cfg, "work_dir", &root, err);
 	if (rc == SBX_OK && !root)
@@ -91,6 +97,12 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 		rc = opt_string(cfg, "kill_mechanism", &mech, err);
 	if (rc != SBX_OK)
 		return rc;
+	struct stat sb;
+	if (share && (share[0] != '/' || stat(share, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: share_dir '%.300s' must be an existing folder given by "
+				    "its absolute path",
+				    share);
 	int inherit = 1;
 	rc = H->config_bool(cfg, "inherit_env", &inherit, err);
 	if (rc != SBX_OK && rc != SBX_E_NOT_FOUND)
@@ -109,6 +121,11 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 	memset(st, 0, sizeof(*st));
 	st->inherit_env = inherit != 0;
 	st->drain_ms = (int)drain;
+	if (share && (size_t)snprintf(st->share_dir, sizeof(st->share_dir), "%s", share) >=
+			 sizeof(st->share_dir)) {
+		rc = H->set_error(err, SBX_E_CONFIG, "local: init: share_dir path is too long");
+		goto fail;
+	}
 	st->use_openat2 = getenv("SBX_LOCAL_NO_OPENAT2") == NULL;
 	int n = root ? snprintf(st->root, sizeof(st->root), "%s", root)
 		     : snprintf(st->root, sizeof(st->root), "%s/local", H->state_dir());
@@ -162,7 +179,10 @@ static int local_create(void *state, const sbx_create_spec *spec, char *id_buf, 
 	if (n < 0 || (size_t)n >= sizeof(staging))
 		return H->set_error(err, SBX_E_INVAL, "local: sandbox path too long");
 	snprintf(work, sizeof(work), "%s/work", staging);
-	if (mkdir(staging, 0700) != 0 || mkdir(work, 0700) != 0) {
+	/* With share_dir the work dir is a link to that folder: commands and file ops see the
+	 * host's files there, and destroy removes the link, never what it points to. */
+	if (mkdir(staging, 0700) != 0 ||
+	    (st->share_dir[0] ? symlink(st->share_dir, work) : mkdir(work, 0700)) != 0) {
 		rc = H->set_error(err, SBX_E_IO, "local: create: cannot create %s: %s", work,
 				  strerror(errno));
 		sbx__local_rmtree(staging);

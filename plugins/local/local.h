@@ -17,12 +17,13 @@
 #define LOCAL_KILL_SUBREAPER 3
 
 typedef struct local_state {
-	char root[1024];    /* folder holding <id>/work and <id>/meta.json */
-	char cg_root[512];  /* <mount>/sbx/<root hash>, holding <id>/... ("" for the subreaper) */
-	int kill_mechanism; /* LOCAL_KILL_* */
-	int inherit_env;    /* start each exec from the host process environment */
-	int drain_ms;       /* grace for a background child holding the output after exit */
-	int use_openat2;    /* 0 after openat2 reported ENOSYS (or when forced off) */
+	char root[1024];      /* folder holding <id>/work and <id>/meta.json */
+	char cg_root[512];    /* <mount>/sbx/<root hash>, holding <id>/... ("" for the subreaper) */
+	int kill_mechanism;   /* LOCAL_KILL_* */
+	int inherit_env;      /* start each exec from the host process environment */
+	int drain_ms;         /* grace for a background child holding the output after exit */
+	char share_dir[1024]; /* "" or a host folder every sandbox's work dir links to */
+	int use_openat2;      /* 0 after openat2 reported ENOSYS (or when forced off) */
 } local_state;
 
 /* The services table, set by sbx_plugin_register. */

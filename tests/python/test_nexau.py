@@ -1,52 +1,108 @@
+"""SbxSandbox against NexAU's contract: built the way NexAU builds its sandboxes (keyword
+dataclass fields), results and messages as NexAU's LocalSandbox reports them."""
+import dataclasses
+import os
+import tempfile
 import unittest
+from pathlib import Path
 
-from sbx.adapters.nexau import SandboxStatus, SbxSandbox
+from sbx.adapters.nexau import SandboxFileError, SandboxStatus, SbxSandbox
+
+
+class ConstructionTest(unittest.TestCase):
+    def test_keyword_fields_as_nexau_builds_sandboxes(self):
+        with tempfile.TemporaryDirectory() as d:
+            sb = SbxSandbox(sandbox_id="agent-1", work_dir=d, envs={"K": "v"},
+                            output_char_threshold=100, truncate_head_chars=10,
+                            truncate_tail_chars=10)
+            try:
+                self.assertEqual(sb.execute_bash("echo $K").stdout, "v\n")
+                self.assertEqual(sb.dict()["work_dir"], os.path.abspath(d))
+                self.assertEqual(sb.dict()["output_char_threshold"], 100)
+            finally:
+                sb.stop()
+
+    def test_positional_config_is_refused(self):
+        # NexAU's dataclass sandboxes are keyword-only; a dict in first place is a mistake.
+        with self.assertRaises(TypeError):
+            SbxSandbox({"type": "local"})
+
+    def test_nexau_fields_are_the_dataclass_fields(self):
+        names = [f.name for f in dataclasses.fields(SbxSandbox) if f.init]
+        self.assertEqual(names[:6], ["sandbox_id", "envs", "work_dir", "output_char_threshold",
+                                     "truncate_head_chars", "truncate_tail_chars"])
 
 
 class NexAUTest(unittest.TestCase):
     def setUp(self):
-        self.sb = SbxSandbox({"type": "local", "output_char_threshold": 100,
-                              "truncate_head_chars": 10, "truncate_tail_chars": 10})
+        self.tmp = tempfile.TemporaryDirectory()
+        self.sb = SbxSandbox(work_dir=self.tmp.name, output_char_threshold=100,
+                             truncate_head_chars=10, truncate_tail_chars=10)
 
     def tearDown(self):
         self.sb.stop()
+        self.tmp.cleanup()
+
+    def test_work_dir_is_the_host_folder(self):
+        self.sb.write_file("made.txt", "x")
+        self.assertEqual((Path(self.tmp.name) / "made.txt").read_text(), "x")
+        (Path(self.tmp.name) / "host.txt").write_text("from host")
+        self.assertEqual(self.sb.execute_bash("cat host.txt").stdout, "from host")
 
     def test_execute_bash_fields(self):
         r = self.sb.execute_bash("echo hi")
-        self.assertEqual((r.status, r.stdout, r.exit_code, r.truncated),
-                         (SandboxStatus.SUCCESS, "hi\n", 0, False))
-        self.assertEqual(r.original_stdout_length, 3)
+        self.assertEqual((r.status, r.stdout, r.exit_code, r.truncated, r.error),
+                         (SandboxStatus.SUCCESS, "hi\n", 0, False, None))
+        # NexAU's lengths are None unless the output was cut.
+        self.assertEqual((r.original_stdout_length, r.original_stderr_length), (None, None))
         self.assertTrue(r.stdout_file.endswith("stdout.txt"))
         big = self.sb.execute_bash("head -c 500 /dev/zero | tr '\\0' a")
         self.assertTrue(big.truncated)
         self.assertEqual(big.original_stdout_length, 500)
-        self.assertIn("... [480 characters omitted] ...", big.stdout)
-        slow = self.sb.execute_bash("sleep 5", timeout=300)
-        self.assertEqual(slow.status, SandboxStatus.TIMEOUT)
+        self.assertEqual(big.stdout,
+                         "a" * 10 + "\n\n... [480 characters omitted] ...\n(Full output: "
+                         f"{big.output_dir}/stdout.txt)\n\n" + "a" * 10)
+        slow = self.sb.execute_bash("sleep 5", timeout=300)  # milliseconds
+        self.assertEqual((slow.status, slow.error),
+                         (SandboxStatus.TIMEOUT, "Command timed out after 300ms"))
+        self.assertLess(slow.duration_ms, 4000)
         bad = self.sb.execute_bash("exit 9")
-        self.assertEqual((bad.status, bad.exit_code), (SandboxStatus.ERROR, 9))
+        self.assertEqual((bad.status, bad.exit_code, bad.error),
+                         (SandboxStatus.ERROR, 9, "Command failed with exit code 9"))
 
     def test_file_methods(self):
         w = self.sb.write_file("a/b/c.txt", "one two two")
-        self.assertEqual(w.status, SandboxStatus.SUCCESS)
+        self.assertEqual((w.status, w.size), (SandboxStatus.SUCCESS, 11))
         self.assertEqual(self.sb.read_file("a/b/c.txt").content, "one two two")
         self.assertTrue(self.sb.file_exists("a/b/c.txt"))
         self.assertFalse(self.sb.file_exists("a/nope"))
         e = self.sb.edit_file("a/b/c.txt", "two", "2")
-        self.assertEqual(e.error, "old_string must match exactly once; found 2 matches")
+        self.assertEqual(e.error, "Found 2 matches of the string to replace. For safety, this "
+                         "tool only supports replacing exactly one occurrence at a time. Add "
+                         "more lines of context to your edit and try again.")
         e = self.sb.edit_file("a/b/c.txt", "one", "1")
         self.assertEqual(e.status, SandboxStatus.SUCCESS)
         self.assertEqual(self.sb.read_file("a/b/c.txt").content, "1 two two")
         self.assertEqual(self.sb.edit_file("new.txt", "", "fresh").status, SandboxStatus.SUCCESS)
         self.assertEqual(self.sb.edit_file("new.txt", "", "again").error,
-                         "File already exists: new.txt")
+                         "File already exists: new.txt. Use UPDATE operation instead.")
         self.assertEqual(self.sb.glob("**/*.txt"), ["a/b/c.txt", "new.txt"])
+        self.assertEqual(self.sb.glob("*.txt"), ["new.txt"])  # `*` stays in one folder
         names = [f.path for f in self.sb.list_files("a", recursive=True)]
-        self.assertEqual(names, ["a/b", "a/b/c.txt"])
+        base = os.path.abspath(self.tmp.name)
+        self.assertEqual(names, [f"{base}/a/b", f"{base}/a/b/c.txt"])
         info = self.sb.get_file_info("new.txt")
-        self.assertEqual((info.exists, info.is_file, info.size), (True, True, 5))
+        self.assertEqual((info.exists, info.is_file, info.size, info.permissions),
+                         (True, True, 5, "rw-r--r--"))
         self.assertFalse(self.sb.get_file_info("missing").exists)
         self.assertEqual(self.sb.read_file("missing").error, "File does not exist: missing")
+        with self.assertRaises(SandboxFileError):
+            self.sb.list_files("missing")
+
+    def test_write_without_create_directories_fails_on_missing_parent(self):
+        w = self.sb.write_file("no/such/dir/f.txt", "x", create_directories=False)
+        self.assertEqual(w.status, SandboxStatus.ERROR)
+        self.assertFalse((Path(self.tmp.name) / "no").exists())
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ import concurrent.futures
 import ctypes
 import json
 import os
+import re
+import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
@@ -172,9 +175,13 @@ class Host:
     def exec(self, sandbox_id: str, command: Union[str, Sequence[str]], *,
              cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
              timeout: Optional[float] = None, stdin: Optional[bytes] = None,
-             user: Optional[str] = None) -> ExecResult:
+             user: Optional[str] = None, cancel_token: Optional[str] = None) -> ExecResult:
         """Runs a shell string (bash -c) or an argv list. timeout in seconds; None: the
-        config's default; 0: none."""
+        config's default; 0: none. With cancel_token the command carries
+        SBX_CANCEL_TOKEN=<token> in its environment and cancel(sandbox_id, token) ends it."""
+        if cancel_token is not None:
+            env = dict(env or {})
+            env[CANCEL_ENV] = cancel_token
         opts = _lib.init_header(_lib.ExecOpts())
         if isinstance(command, (str, bytes)):
             opts.shell = _b(command)
@@ -210,6 +217,28 @@ class Host:
                 stderr_file=_s(r.stderr_file))
         finally:
             self._L.sbx_exec_result_free(res)
+
+    def cancel(self, sandbox_id: str, token: str) -> int:
+        """Kills, inside the sandbox, every process whose environment holds the token an
+        exec was started with (its whole tree, also children that left its process group),
+        repeating until none is left. Returns how many were killed."""
+        if not _TOKEN_OK.fullmatch(token or ""):
+            raise ValueError(f"cancel token {token!r}: want 8 to 64 letters, digits, - or _")
+        r = self.exec(sandbox_id, ["/bin/sh", "-c", _KILLER, "sbx-cancel", f"{CANCEL_ENV}={token}"],
+                      timeout=30)
+        try:
+            return int(r.stdout.strip() or 0)
+        except ValueError:
+            return 0
+
+    def sandbox(self, data_source: Optional[str] = None, **create_kwargs) -> "Sandbox":
+        """Creates a sandbox and returns it bound to this host; `with host.sandbox() as sb:`
+        destroys it when the block ends."""
+        return Sandbox(self, self.create(data_source, **create_kwargs))
+
+    def attach(self, sandbox_id: str) -> "Sandbox":
+        """An existing sandbox bound to this host (the `with` block destroys it too)."""
+        return Sandbox(self, sandbox_id)
 
     def read_file(self, sandbox_id: str, path: str) -> bytes:
         data, n = ctypes.c_void_p(), ctypes.c_size_t()
@@ -301,6 +330,107 @@ class Host:
         return got[0]
 
 
+CANCEL_ENV = "SBX_CANCEL_TOKEN"
+_TOKEN_OK = re.compile(r"[A-Za-z0-9_-]{8,64}")
+# $1 is NAME=token. One grep lists every process whose environment holds it (the killer's
+# own environment does not); rounds repeat while a fork could still add one.
+_KILLER = r"""n=0
+for round in 1 2 3 4 5 6 7 8; do
+  found=$(grep -lxzF -- "$1" /proc/[0-9]*/environ 2>/dev/null | sed 's#^/proc/##; s#/environ$##')
+  [ -n "$found" ] || break
+  for p in $found; do kill -KILL "$p" 2>/dev/null && n=$((n+1)); done
+done
+echo $n"""
+
+
+class Sandbox:
+    """One sandbox bound to its host: the Host calls without the id. A context manager that
+    destroys the sandbox when the block ends (an already gone one counts as destroyed)."""
+
+    def __init__(self, host: "Host", sandbox_id: str):
+        self.host = host
+        self.id = sandbox_id
+
+    def exec(self, command, **kw) -> ExecResult:
+        return self.host.exec(self.id, command, **kw)
+
+    def read_file(self, path: str) -> bytes:
+        return self.host.read_file(self.id, path)
+
+    def write_file(self, path: str, data, mode: int = 0) -> None:
+        self.host.write_file(self.id, path, data, mode)
+
+    def stat(self, path: str) -> FileEntry:
+        return self.host.stat(self.id, path)
+
+    def list_dir(self, path: str) -> List[FileEntry]:
+        return self.host.list_dir(self.id, path)
+
+    def mkdir(self, path: str, parents: bool = True) -> None:
+        self.host.mkdir(self.id, path, parents)
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        self.host.remove(self.id, path, recursive)
+
+    def status(self) -> str:
+        return self.host.status(self.id)
+
+    def pause(self) -> None:
+        self.host.pause(self.id)
+
+    def resume(self) -> None:
+        self.host.resume(self.id)
+
+    def destroy(self) -> None:
+        from .errors import SandboxNotFound
+        try:
+            self.host.destroy(self.id)
+        except SandboxNotFound:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+
+    def __repr__(self):
+        return f"Sandbox({self.id!r})"
+
+
+class AsyncSandbox:
+    """Sandbox for AsyncHost: awaitable calls; `async with` destroys it at the end."""
+
+    def __init__(self, host: "AsyncHost", sandbox_id: str):
+        self.host = host
+        self.id = sandbox_id
+
+    async def exec(self, command, **kw) -> ExecResult:
+        return await self.host.exec(self.id, command, **kw)
+
+    async def read_file(self, path: str) -> bytes:
+        return await self.host.read_file(self.id, path)
+
+    async def write_file(self, path: str, data, mode: int = 0) -> None:
+        await self.host.write_file(self.id, path, data, mode)
+
+    async def status(self) -> str:
+        return await self.host.status(self.id)
+
+    async def destroy(self) -> None:
+        from .errors import SandboxNotFound
+        try:
+            await self.host.destroy(self.id)
+        except SandboxNotFound:
+            pass
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.destroy()
+
+
 class AsyncHost:
     """asyncio API: every call runs on a bounded pool, never on the event loop."""
 
@@ -308,6 +438,7 @@ class AsyncHost:
         self.host = Host(config, **kwargs)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                            thread_name_prefix="sbx")
+        self._inflight: Dict[tuple, "asyncio.Future"] = {}
 
     async def _run(self, fn, *args, **kwargs):
         loop = asyncio.get_running_loop()
@@ -319,8 +450,41 @@ class AsyncHost:
     async def destroy(self, *a, **k):
         return await self._run(self.host.destroy, *a, **k)
 
-    async def exec(self, *a, **k):
-        return await self._run(self.host.exec, *a, **k)
+    async def exec(self, sandbox_id: str, command, **kw) -> ExecResult:
+        """Host.exec on the pool. Cancelling the await (asyncio.CancelledError, a
+        wait_for timeout) kills the command in the sandbox, which frees its worker."""
+        token = kw.pop("cancel_token", None) or uuid.uuid4().hex
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(
+            self._pool, lambda: self.host.exec(sandbox_id, command, cancel_token=token, **kw))
+        key = (sandbox_id, token)
+        self._inflight[key] = fut
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            self._kill_soon(sandbox_id, token)
+            raise
+        finally:
+            self._inflight.pop(key, None)
+
+    def _kill_soon(self, sandbox_id: str, token: str) -> threading.Thread:
+        """Kills the command on a thread of its own: the pool may be full of running
+        commands, the kill must not queue behind them."""
+        def kill():
+            try:
+                self.host.cancel(sandbox_id, token)
+            except Exception:  # a gone sandbox has nothing left to kill
+                pass
+        t = threading.Thread(target=kill, name="sbx-cancel", daemon=True)
+        t.start()
+        return t
+
+    def sandbox_of(self, sandbox_id: str) -> AsyncSandbox:
+        return AsyncSandbox(self, sandbox_id)
+
+    async def sandbox(self, data_source: Optional[str] = None, **kw) -> AsyncSandbox:
+        """`async with await host.sandbox() as sb:` destroys it when the block ends."""
+        return AsyncSandbox(self, await self.create(data_source, **kw))
 
     async def read_file(self, *a, **k):
         return await self._run(self.host.read_file, *a, **k)
@@ -362,7 +526,13 @@ class AsyncHost:
         return await self._run(self.host.session_get, *a, **k)
 
     async def aclose(self):
-        self._pool.shutdown(wait=True)
+        """Kills the commands still running, then waits for their workers and frees the host:
+        it never waits on a command longer than killing it takes."""
+        kills = [self._kill_soon(sid, tok) for sid, tok in list(self._inflight)]
+        loop = asyncio.get_running_loop()
+        for t in kills:
+            await loop.run_in_executor(None, t.join)
+        await loop.run_in_executor(None, lambda: self._pool.shutdown(wait=True))
         self.host.close()
 
     async def __aenter__(self):
