@@ -1264,6 +1264,7 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	res->exit_code = oc.exit_code;
 	res->signal = oc.signal;
 	res->timed_out = oc.timed_out ? 1u : 0u;
+	res->oom_killed = oc.oom_killed ? 1u : 0u;
 	*out = res;
 	res = NULL;
 out:

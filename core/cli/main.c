@@ -156,6 +156,7 @@ json_t *cli_exec_result_json(const sbx_exec_result *r)
 	json_object_set_new(o, "exit_code", json_integer(r->exit_code));
 	json_object_set_new(o, "signal", json_integer(r->signal));
 	json_object_set_new(o, "timed_out", json_boolean(r->timed_out));
+	json_object_set_new(o, "oom_killed", json_boolean(r->oom_killed));
 	json_object_set_new(o, "duration", json_real(r->duration));
 	json_object_set_new(o, "stdout", cli_json_bytes(r->stdout_text, r->stdout_text_len));
 	json_object_set_new(o, "stderr", cli_json_bytes(r->stderr_text, r->stderr_text_len));

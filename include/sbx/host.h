@@ -181,6 +181,8 @@ typedef struct sbx_exec_result {
 	char *output_dir; /* per-call directory with command.txt, stdout.txt, stderr.txt */
 	char *stdout_file;
 	char *stderr_file;
+	uint32_t oom_killed; /* the sandbox's memory limit killed a process during the command */
+	uint32_t reserved0;
 } sbx_exec_result;
 
 /* Runs a command. A command that ran and failed is SBX_OK with its exit code; statuses are

@@ -6,6 +6,7 @@
  *        resume, status, list_by_label, info).
  *   1.1  Status SBX_E_PLUGIN_CRASHED (23): the runner process of an out-of-process plugin
  *        died or hung; registry entries take `runner: process | inproc`.
+ *        sbx_exec_outcome grows oom_killed (and reserved1) at its end.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns
@@ -134,6 +135,9 @@ typedef struct sbx_exec_outcome {
 	int32_t signal;    /* terminating signal, 0 if none */
 	uint32_t timed_out;
 	uint32_t reserved0;
+	/* ABI 1.1: */
+	uint32_t oom_killed; /* the sandbox's memory limit killed a process during the command */
+	uint32_t reserved1;
 } sbx_exec_outcome;
 
 /* Called by list_by_label once per backend id found. */

@@ -48,6 +48,7 @@ extern char **environ;
 #define STAGE_CHDIR  3
 #define STAGE_EXEC   4
 #define STAGE_FORK   5
+#define STAGE_JOIN   6
 
 typedef struct child_report {
 	int stage;
@@ -65,6 +66,7 @@ typedef struct plan {
 	int cg_fd;                 /* the exec's cgroup folder, -1 for none */
 	int placed;                /* 1: the child was born in that cgroup */
 	int status_fd, control_fd; /* subreaper helper's pipes */
+	const local_join *join;    /* the isolated level's namespaces (ns.c) */
 } plan;
 
 static int64_t now_ms(void)
@@ -126,6 +128,9 @@ static void run_command(const plan *p)
 			report(p, STAGE_CGROUP, errno);
 		close(fd);
 	}
+	int je = p->join ? sbx__local_join_child(p->join) : 0;
+	if (je != 0)
+		report(p, STAGE_JOIN, je);
 	/* Move the ends above 2 first: one of them may itself be 0, 1 or 2. */
 	int in = fcntl(p->in_fd, F_DUPFD_CLOEXEC, 3);
 	int out = fcntl(p->out_fd, F_DUPFD_CLOEXEC, 3);
@@ -695,6 +700,9 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		  .cg_fd = -1,
 		  .status_fd = -1,
 		  .control_fd = -1};
+	local_join join = {.pidfd = -1};
+	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++)
+		join.procs[i] = -1;
 	int kill_tree = 0;
 	int report_r = -1, rc = sbx__local_path(st, id, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
@@ -712,8 +720,11 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	if (rc != SBX_OK)
 		return rc;
 	rc = build_env(st, id, cwd, req, &env, err);
+	if (rc == SBX_OK)
+		rc = sbx__local_join_prepare(st, id, &join, err);
 	if (rc != SBX_OK)
 		goto out;
+	p.join = join.active ? &join : NULL;
 	if (req->shell) {
 		argv = calloc(4, sizeof(*argv));
 		if (!argv)
@@ -771,8 +782,19 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		if (r.child == 0)
 			run_helper(&p);
 	} else {
+		/* The isolated level: this thread's children are born in the sandbox's PID
+		 * namespace until it points back. */
+		int je = sbx__local_join_fork_begin(&join);
+		if (je != 0) {
+			rc = h->set_error(err, SBX_E_IO, "local: exec: cannot enter sandbox %s: %s",
+					  id, strerror(je));
+			goto out;
+		}
 		int v2 = st->kill_mechanism == LOCAL_KILL_CGROUP_V2;
 		r.child = sbx__local_spawn(command_entry, &p, v2 ? p.cg_fd : -1, &p.placed);
+		int saved = errno;
+		sbx__local_join_fork_end(&join);
+		errno = saved;
 		if (r.child > 0 && rep.stage != 0)
 			got = (ssize_t)sizeof(rep);
 	}
@@ -790,10 +812,12 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 			    h->set_error(err, SBX_E_NO_FILE, "local: exec: cannot enter cwd %s: %s",
 					 cwd, strerror(rep.err));
 		} else {
-			rc = h->set_error(
-			    err, SBX_E_IO, "local: exec: cannot start the command (%s): %s",
-			    rep.stage == STAGE_CGROUP ? "joining its cgroup" : "set-up",
-			    strerror(rep.err));
+			rc = h->set_error(err, SBX_E_IO,
+					  "local: exec: cannot start the command (%s): %s",
+					  rep.stage == STAGE_CGROUP ? "joining its cgroup"
+					  : rep.stage == STAGE_JOIN ? "entering the sandbox"
+								    : "set-up",
+					  strerror(rep.err));
 		}
 		goto finish;
 	}
@@ -908,6 +932,8 @@ finish:
 		if (out_rc != 0)
 			rc = h->set_error(err, out_rc,
 					  "local: exec: the host stopped taking output");
+		if (sbx__local_join_oom(&join) && SBX_HAS(out, sbx_exec_outcome, oom_killed))
+			out->oom_killed = 1;
 	}
 	goto out;
 io:
@@ -924,6 +950,7 @@ out:
 	close_fd(&r.control_w);
 	close_fd(&report_r);
 	close_child_ends(&p);
+	sbx__local_join_close(&join);
 	if (cg[0])
 		sbx__local_cg_remove(cg);
 	free(argv);

@@ -33,6 +33,20 @@ static const sbx_config_key local_keys[] = {
     {.name = "drain_ms",
      .type = SBX_KEY_INT,
      .help = "grace for output after the command exits, ms (default 100)"},
+    {.name = "isolation",
+     .type = SBX_KEY_STRING,
+     .help = "plain (default) or namespaces: own PID, mount, IPC, UTS, network namespaces"},
+    {.name = "rootfs",
+     .type = SBX_KEY_STRING,
+     .help = "isolated root filesystem: host (default) or an absolute folder"},
+    {.name = "image",
+     .type = SBX_KEY_STRING,
+     .help = "isolated root filesystem from a docker/podman save or OCI archive"},
+    {.name = "network", .type = SBX_KEY_STRING, .help = "none (default, loopback only) or host"},
+    {.name = "memory", .type = SBX_KEY_ANY, .help = "memory limit per sandbox, e.g. 512M, 2G"},
+    {.name = "pids", .type = SBX_KEY_INT, .help = "most processes per sandbox"},
+    {.name = "cpus", .type = SBX_KEY_ANY, .help = "CPU quota per sandbox, e.g. 1.5"},
+    {.name = "disk", .type = SBX_KEY_ANY, .help = "cap on the overlay's upper dir, e.g. 10G"},
     {.name = "share_dir",
      .type = SBX_KEY_STRING,
      .help = "existing host folder that is every sandbox's work dir (NexAU LocalSandbox's "
@@ -119,6 +133,7 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 	if (!st)
 		return H->set_error(err, SBX_E_NOMEM, "local: init: out of memory");
 	memset(st, 0, sizeof(*st));
+	st->iso.self_pidns = -1;
 	st->inherit_env = inherit != 0;
 	st->drain_ms = (int)drain;
 	if (share && (size_t)snprintf(st->share_dir, sizeof(st->share_dir), "%s", share) >=
@@ -139,6 +154,8 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 		goto fail;
 	}
 	rc = sbx__local_cg_detect(st, mech, err);
+	if (rc == SBX_OK)
+		rc = sbx__local_iso_init(st, cfg, err);
 	if (rc != SBX_OK)
 		goto fail;
 	H->log(SBX_LOG_DEBUG, "local", "root %s, kill mechanism %s", st->root,
@@ -146,13 +163,29 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 	*state = st;
 	return SBX_OK;
 fail:
+	sbx__local_iso_fini(st);
 	H->free(st);
 	return rc;
 }
 
 static void local_fini(void *state)
 {
+	sbx__local_iso_fini(state);
 	H->free(state);
+}
+
+/* Kills whatever runs in the sandbox and removes its cgroups. */
+static void kill_sandbox(const local_state *st, const char *id)
+{
+	char cg[600];
+	if (st->iso.level == LOCAL_ISO_NAMESPACES)
+		sbx__local_iso_destroy(st, id); /* its init: the kernel kills the rest */
+	if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) == SBX_OK && access(cg, F_OK) == 0) {
+		sbx__local_cg_kill(st, cg);
+		sbx__local_cg_remove(cg);
+	}
+	if (st->iso.level == LOCAL_ISO_NAMESPACES)
+		sbx__local_limits_remove(st, id);
 }
 
 static int local_create(void *state, const sbx_create_spec *spec, char *id_buf, size_t id_cap,
@@ -197,8 +230,11 @@ static int local_create(void *state, const sbx_create_spec *spec, char *id_buf, 
 		goto fail;
 	}
 	rc = sbx__local_cg_sandbox(st, id_buf, err);
+	if (rc == SBX_OK && st->iso.level == LOCAL_ISO_NAMESPACES)
+		rc = sbx__local_iso_create(st, id_buf, spec, err);
 	if (rc == SBX_OK)
 		return SBX_OK;
+	kill_sandbox(st, id_buf);
 	sbx__local_rmtree(dir);
 fail:
 	id_buf[0] = '\0';
@@ -208,17 +244,14 @@ fail:
 static int local_destroy(void *state, const char *id, sbx_error *err)
 {
 	local_state *st = state;
-	char dir[1200], cg[600];
+	char dir[1200];
 	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
 	if (rc != SBX_OK)
 		return rc;
 	struct stat sb;
 	if (lstat(dir, &sb) != 0 && errno == ENOENT)
 		return SBX_OK; /* not under this root: gone, or another root's, left alone */
-	if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) == SBX_OK && access(cg, F_OK) == 0) {
-		sbx__local_cg_kill(st, cg);
-		sbx__local_cg_remove(cg);
-	}
+	kill_sandbox(st, id);
 	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
 		sbx__local_kill_tagged(id); /* no cgroup: find its processes by their tag */
 	int e = sbx__local_rmtree(dir);
@@ -310,7 +343,7 @@ static int local_list_by_label(void *state, const char *key, const char *value, 
 static int local_info(void *state, char **json, sbx_error *err)
 {
 	local_state *st = state;
-	char buf[2048];
+	char buf[3072], iso[1024];
 	const char *r = st->root;
 	char esc[1100];
 	size_t k = 0;
@@ -326,13 +359,15 @@ static int local_info(void *state, char **json, sbx_error *err)
 		}
 	}
 	esc[k] = '\0';
+	if (sbx__local_iso_info(st, iso, sizeof(iso)) != 0)
+		return H->set_error(err, SBX_E_INVAL, "local: info: too long");
 	int n = snprintf(buf, sizeof(buf),
 			 "{\"kill_mechanism\":\"%s\",\"cgroup\":\"%s\",\"root\":\"%s\","
-			 "\"pause\":%s,\"openat2\":%s,\"inherit_env\":%s,\"drain_ms\":%d}",
+			 "\"pause\":%s,\"openat2\":%s,\"inherit_env\":%s,\"drain_ms\":%d,%s}",
 			 sbx__local_mechanism_name(st->kill_mechanism), st->cg_root, esc,
 			 st->kill_mechanism == LOCAL_KILL_SUBREAPER ? "false" : "true",
 			 st->use_openat2 ? "true" : "false", st->inherit_env ? "true" : "false",
-			 st->drain_ms);
+			 st->drain_ms, iso);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return H->set_error(err, SBX_E_INVAL, "local: info: too long");
 	*json = H->alloc((size_t)n + 1);

@@ -16,6 +16,34 @@
 #define LOCAL_KILL_FREEZER   2
 #define LOCAL_KILL_SUBREAPER 3
 
+/* Isolation levels. */
+#define LOCAL_ISO_PLAIN      0
+#define LOCAL_ISO_NAMESPACES 1
+
+/* Root filesystem sources of the isolated level. */
+#define LOCAL_ROOTFS_HOST  1
+#define LOCAL_ROOTFS_DIR   2
+#define LOCAL_ROOTFS_IMAGE 3
+
+typedef struct local_iso {
+	int level;             /* LOCAL_ISO_* */
+	int rootfs;            /* LOCAL_ROOTFS_* */
+	char rootfs_dir[1024]; /* rootfs: DIR */
+	char image[512];       /* image: NAME (the config's default; a create may name another) */
+	int network_host;      /* network: host (else a network namespace with loopback only) */
+	int64_t memory;        /* bytes, 0 none */
+	int64_t pids;          /* 0 none */
+	int64_t cpu_quota_us;  /* per 100 ms period, 0 none */
+	int64_t disk;          /* cap on the overlay's upper dir in bytes, 0 none */
+	int cap_last;          /* highest capability number of this kernel */
+	int self_pidns;        /* this process's pid namespace, to return to after a fork */
+	char why_not[256];     /* why the isolated level cannot run here ("" when it can) */
+	char mem_cg[512];      /* cgroup folders holding the limit cgroups ("" none) */
+	char pids_cg[512];
+	char cpu_cg[512];
+	int limits_v2; /* the limits live in the kill cgroup itself (v2) */
+} local_iso;
+
 typedef struct local_state {
 	char root[1024];      /* folder holding <id>/work and <id>/meta.json */
 	char cg_root[512];    /* <mount>/sbx/<root hash>, holding <id>/... ("" for the subreaper) */
@@ -24,6 +52,7 @@ typedef struct local_state {
 	int drain_ms;         /* grace for a background child holding the output after exit */
 	char share_dir[1024]; /* "" or a host folder every sandbox's work dir links to */
 	int use_openat2;      /* 0 after openat2 reported ENOSYS (or when forced off) */
+	local_iso iso;        /* the isolated level's settings (ns.c) */
 } local_state;
 
 /* The services table, set by sbx_plugin_register. */
@@ -98,5 +127,77 @@ int sbx__local_meta_env(const local_state *st, const char *id, char ***out, sbx_
 int sbx__local_meta_has_label(const local_state *st, const char *id, const char *key,
 			      const char *value);
 void sbx__local_strv_free(char **v);
+
+/* ---- ns.c: the isolated level (namespaces held by a per-sandbox init) */
+/* Reads the isolation keys; probes what the machine supports. */
+int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err);
+void sbx__local_iso_fini(local_state *st);
+/* Starts the sandbox's init (called by create once the folder is in place). */
+int sbx__local_iso_create(const local_state *st, const char *id, const sbx_create_spec *spec,
+			  sbx_error *err);
+/* Kills the init and removes the limit cgroups. */
+void sbx__local_iso_destroy(const local_state *st, const char *id);
+/* JSON members for info: "isolation":..., "levels":{...} (no braces around). */
+int sbx__local_iso_info(const local_state *st, char *buf, size_t cap);
+
+/* What an exec needs to join a sandbox: prepared by the parent, used by the child. */
+#define LOCAL_JOIN_PROCS 3
+typedef struct local_join {
+	int active;                  /* 0: the plain level, nothing to join */
+	int pidfd;                   /* the sandbox's init */
+	int ns_flags;                /* namespaces the child enters through pidfd */
+	int procs[LOCAL_JOIN_PROCS]; /* limit cgroups' cgroup.procs to join (-1 none) */
+	int cap_last;
+	int self_pidns;
+	int64_t oom_before; /* the memory cgroup's OOM kill count before the exec */
+	char oom_file[600];
+} local_join;
+/* Parent, before fork: makes sure the init runs (restarting it after a reboot) and opens
+ * what the child needs. */
+int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j, sbx_error *err);
+/* Parent, around fork: children of this thread are born in the sandbox's PID namespace. */
+int sbx__local_join_fork_begin(const local_join *j);
+void sbx__local_join_fork_end(const local_join *j);
+/* Child (async-signal-safe): enters the namespaces and cgroups and drops every capability.
+ * Returns 0 or an errno. */
+int sbx__local_join_child(const local_join *j);
+/* Parent, after the command ended: 1 when the sandbox's memory cgroup OOM-killed during it. */
+int sbx__local_join_oom(const local_join *j);
+void sbx__local_join_close(local_join *j);
+
+/* ---- rootfs.c: the sandbox's mount table, built by its init before pivot_root */
+typedef struct local_mount_op local_mount_op;
+typedef struct local_mounts {
+	local_mount_op *ops;
+	size_t n, cap;
+	char newroot[1300];
+} local_mounts;
+/* Plans the mounts for the sandbox in dir (<root>/<id>); lower is the image or DIR rootfs
+ * ("" for rootfs: host). */
+int sbx__local_mounts_plan(const local_state *st, const char *dir, const char *lower,
+			   local_mounts *m, sbx_error *err);
+/* Child (async-signal-safe): performs the plan and pivots into it. 0 or an errno; *failed
+ * is the index of the op that failed (m->n for the first step). */
+int sbx__local_mounts_apply(const local_mounts *m, size_t *failed);
+/* The path an op works on, for the message about a failed one. */
+const char *sbx__local_mounts_path(const local_mounts *m, size_t i);
+void sbx__local_mounts_free(local_mounts *m);
+
+/* ---- limits.c: memory, pids and cpu cgroups of the isolated level */
+int sbx__local_limits_detect(local_state *st);
+/* Creates the sandbox's limit cgroups with their limits. */
+int sbx__local_limits_create(const local_state *st, const char *id, sbx_error *err);
+/* Opens the cgroup.procs files of the sandbox's limit cgroups into procs (-1 for none). */
+int sbx__local_limits_open(const local_state *st, const char *id, int *procs, size_t n,
+			   sbx_error *err);
+/* The memory cgroup's OOM kill count (-1 when unknown) and the file it came from. */
+int64_t sbx__local_limits_oom_count(const char *file);
+int sbx__local_limits_oom_file(const local_state *st, const char *id, char *buf, size_t cap);
+void sbx__local_limits_remove(const local_state *st, const char *id);
+
+/* ---- image.c: image archives unpacked into a content-addressed cache */
+/* Resolves `image` to an unpacked root filesystem folder (importing it on first use). */
+int sbx__local_image_rootfs(const local_state *st, const char *image, char *buf, size_t cap,
+			    sbx_error *err);
 
 #endif

@@ -71,7 +71,8 @@ class ExecResult(ctypes.Structure):
                           ("stdout_bytes", ctypes.c_uint64), ("stderr_bytes", ctypes.c_uint64),
                           ("stdout_dropped", ctypes.c_uint64), ("stderr_dropped", ctypes.c_uint64),
                           ("output_dir", ctypes.c_char_p), ("stdout_file", ctypes.c_char_p),
-                          ("stderr_file", ctypes.c_char_p)]
+                          ("stderr_file", ctypes.c_char_p),
+                          ("oom_killed", ctypes.c_uint32), ("reserved0", ctypes.c_uint32)]
 
 
 class FileInfo(ctypes.Structure):

@@ -59,6 +59,7 @@ class ExecResult:
     output_dir: Optional[str]
     stdout_file: Optional[str]
     stderr_file: Optional[str]
+    oom_killed: bool = False  # the sandbox's memory limit killed a process of the command
 
     @property
     def success(self) -> bool:
@@ -214,7 +215,7 @@ class Host:
                 original_stderr_length=r.original_stderr_length,
                 stdout_bytes=r.stdout_bytes, stderr_bytes=r.stderr_bytes,
                 output_dir=_s(r.output_dir), stdout_file=_s(r.stdout_file),
-                stderr_file=_s(r.stderr_file))
+                stderr_file=_s(r.stderr_file), oom_killed=bool(r.oom_killed))
         finally:
             self._L.sbx_exec_result_free(res)
 

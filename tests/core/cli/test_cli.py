@@ -9,8 +9,8 @@ from clitest import BUILD_REGISTRY, SBX, local_available, local_config, ok_confi
 
 SUBCOMMANDS = ["plugins", "config", "create", "exec", "rm", "pause", "resume", "status",
                "file", "ls", "gc", "rollout"]
-EXEC_KEYS = {"exit_code", "signal", "timed_out", "duration", "stdout", "stderr", "truncated",
-             "original_stdout_length", "original_stderr_length", "output_dir", "stdout_file",
+EXEC_KEYS = {"exit_code", "signal", "timed_out", "oom_killed", "duration", "stdout", "stderr",
+             "truncated", "original_stdout_length", "original_stderr_length", "output_dir", "stdout_file",
              "stderr_file", "stdout_bytes", "stderr_bytes", "stdout_dropped", "stderr_dropped"}
 
 
@@ -158,6 +158,7 @@ class Exec(unittest.TestCase):
         self.assertEqual(set(r), EXEC_KEYS)
         self.assertEqual((r["exit_code"], r["signal"], r["timed_out"], r["truncated"]),
                          (5, 0, False, False))
+        self.assertIs(r["oom_killed"], False)
         self.assertEqual((r["stdout"], r["stderr"], r["stdout_bytes"]), ("", "", 0))
         self.assertIsInstance(r["duration"], float)
 

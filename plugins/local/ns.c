@@ -1,0 +1,875 @@
+/* The isolated level of `local` (`isolation: namespaces`).
+ *
+ * Each sandbox has an init: a small process that is PID 1 of the sandbox's own PID, mount,
+ * IPC, UTS and (unless `network: host`) network namespaces, sits in the sandbox's cgroups,
+ * and does nothing but reap orphans (SIGCHLD ignored, so the kernel reaps them for it). It is
+ * made at create: the plugin forks a helper that unshares the namespaces and forks the init,
+ * which builds the root filesystem (rootfs.c), pivots into it, reports ready and waits.
+ *
+ * An exec does not build namespaces: the calling thread points its children's PID namespace
+ * at the init's (setns on a pidfd), forks, and points it back; the child enters the init's
+ * other namespaces with one setns, joins the cgroups, drops every capability and execs. So
+ * an exec costs a fork and a few system calls more than the plain level. Killing the init
+ * (destroy, or anything else) makes the kernel kill every process of the sandbox.
+ *
+ * Plugins are stateless: <root>/<id>/init holds the init's pid and start time (so a reused pid
+ * is never mistaken for it) and <root>/<id>/lower the read-only tree of an image or DIR
+ * rootfs. An exec that finds the init gone (after a reboot, or killed) starts a new one under
+ * a lock on <root>/<id>/init.lock; the work dir and the private folders are on disk and
+ * survive it.
+ *
+ * Commands run as the caller's uid (root) without any capability: the bounding set is
+ * emptied, so no exec gives them back. Where sbx does not run as root the level is reported
+ * unsupported (user namespaces are not wired in yet). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "local.h"
+
+#define H sbx__local_host
+
+#define MSG_PID   1
+#define MSG_READY 2
+#define MSG_FAIL  3
+
+#define STAGE_UNSHARE 1
+#define STAGE_FORK    2
+#define STAGE_CGROUP  3
+#define STAGE_MOUNT   4
+#define STAGE_NET     5
+
+typedef struct init_msg {
+	int kind;
+	int stage;
+	int err;
+	int pid;
+	size_t op;
+} init_msg;
+
+static int64_t parse_size(const char *s, int *ok)
+{
+	char *end = NULL;
+	errno = 0;
+	double v = strtod(s, &end);
+	*ok = 0;
+	if (errno || end == s || v < 0)
+		return 0;
+	double mult = 1;
+	if (*end) {
+		switch (*end) {
+		case 'k':
+		case 'K':
+			mult = 1024.0;
+			break;
+		case 'm':
+		case 'M':
+			mult = 1024.0 * 1024;
+			break;
+		case 'g':
+		case 'G':
+			mult = 1024.0 * 1024 * 1024;
+			break;
+		case 't':
+		case 'T':
+			mult = 1024.0 * 1024 * 1024 * 1024;
+			break;
+		default:
+			return 0;
+		}
+		end++;
+		if (*end == 'i' || *end == 'I')
+			end++;
+		if (*end == 'b' || *end == 'B')
+			end++;
+		if (*end)
+			return 0;
+	}
+	v *= mult;
+	if (v > 9.0e18)
+		return 0;
+	*ok = 1;
+	return (int64_t)v;
+}
+
+static int opt_string(const sbx_config *cfg, const char *key, const char **out, sbx_error *err)
+{
+	*out = NULL;
+	int rc = H->config_string(cfg, key, out, err);
+	return rc == SBX_E_NOT_FOUND ? SBX_OK : rc;
+}
+
+static int read_cap_last(void)
+{
+	char buf[32] = "";
+	int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 40;
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	long v = r > 0 ? strtol(buf, NULL, 10) : 40;
+	return v > 0 && v < 64 ? (int)v : 40;
+}
+
+/* Why this machine cannot run the isolated level, "" when it can. */
+static void probe(local_state *st)
+{
+	local_iso *iso = &st->iso;
+	iso->why_not[0] = '\0';
+	if (geteuid() != 0)
+		snprintf(iso->why_not, sizeof(iso->why_not),
+			 "needs root (sbx runs as uid %ld; user namespaces are not wired in yet)",
+			 (long)geteuid());
+	else if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
+		snprintf(iso->why_not, sizeof(iso->why_not),
+			 "needs a writable cgroup (v2 or the v1 freezer) to hold the sandbox");
+	else if (access("/proc/self/ns/pid", F_OK) != 0 || access("/proc/self/ns/mnt", F_OK) != 0)
+		snprintf(iso->why_not, sizeof(iso->why_not), "the kernel has no namespaces");
+}
+
+int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
+{
+	local_iso *iso = &st->iso;
+	const char *level = NULL, *rootfs = NULL, *image = NULL, *net = NULL, *mem = NULL,
+		   *disk = NULL, *cpus = NULL;
+	iso->self_pidns = -1;
+	iso->rootfs = LOCAL_ROOTFS_HOST;
+	int rc = opt_string(cfg, "isolation", &level, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "rootfs", &rootfs, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "image", &image, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "network", &net, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "memory", &mem, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "disk", &disk, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "cpus", &cpus, err);
+	if (rc != SBX_OK)
+		return rc;
+	int64_t pids = 0;
+	rc = H->config_int(cfg, "pids", &pids, err);
+	if (rc != SBX_OK && rc != SBX_E_NOT_FOUND)
+		return rc;
+	probe(st);
+	if (!level || strcmp(level, "plain") == 0 || strcmp(level, "none") == 0)
+		iso->level = LOCAL_ISO_PLAIN;
+	else if (strcmp(level, "namespaces") == 0)
+		iso->level = LOCAL_ISO_NAMESPACES;
+	else
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: isolation '%.64s' is not one of plain, namespaces",
+				    level);
+	if (iso->level == LOCAL_ISO_PLAIN) {
+		const char *set = rootfs  ? "rootfs"
+				  : image ? "image"
+				  : net   ? "network"
+				  : mem   ? "memory"
+				  : disk  ? "disk"
+				  : cpus  ? "cpus"
+				  : pids  ? "pids"
+					  : NULL;
+		if (set)
+			return H->set_error(err, SBX_E_CONFIG,
+					    "local: '%s' needs 'isolation: namespaces'", set);
+		return SBX_OK;
+	}
+	if (iso->why_not[0])
+		return H->set_error(err, SBX_E_CONFIG, "local: isolation 'namespaces': %s",
+				    iso->why_not);
+	if (rootfs && strcmp(rootfs, "host") != 0) {
+		struct stat sb;
+		if (rootfs[0] != '/' || stat(rootfs, &sb) != 0 || !S_ISDIR(sb.st_mode))
+			return H->set_error(
+			    err, SBX_E_CONFIG,
+			    "local: rootfs '%.200s' is neither 'host' nor an absolute "
+			    "path of a folder",
+			    rootfs);
+		if (snprintf(iso->rootfs_dir, sizeof(iso->rootfs_dir), "%s", rootfs) >=
+		    (int)sizeof(iso->rootfs_dir))
+			return H->set_error(err, SBX_E_CONFIG, "local: rootfs path too long");
+		iso->rootfs = LOCAL_ROOTFS_DIR;
+	}
+	if (image) {
+		if (rootfs)
+			return H->set_error(err, SBX_E_CONFIG,
+					    "local: give one of 'rootfs' and 'image', not both");
+		if (!image[0] || snprintf(iso->image, sizeof(iso->image), "%s", image) >=
+				     (int)sizeof(iso->image))
+			return H->set_error(err, SBX_E_CONFIG,
+					    "local: image name is empty or too long");
+		iso->rootfs = LOCAL_ROOTFS_IMAGE;
+	}
+	if (net && strcmp(net, "host") != 0 && strcmp(net, "none") != 0)
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: network '%.64s' is not one of none, host", net);
+	iso->network_host = net && strcmp(net, "host") == 0;
+	int ok = 1;
+	if (mem && ((iso->memory = parse_size(mem, &ok)), !ok || iso->memory < (1 << 20)))
+		return H->set_error(
+		    err, SBX_E_CONFIG,
+		    "local: memory '%.64s' is not a size of at least 1M (e.g. 512M, "
+		    "2G)",
+		    mem);
+	if (disk && ((iso->disk = parse_size(disk, &ok)), !ok || iso->disk <= 0))
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: disk '%.64s' is not a size (e.g. 10G)", disk);
+	if (pids < 0 || pids > 4194304 || (pids > 0 && pids < 2))
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: pids %lld is out of range (2 .. 4194304)",
+				    (long long)pids);
+	iso->pids = pids;
+	if (cpus) {
+		char *end = NULL;
+		double c = strtod(cpus, &end);
+		if (end == cpus || *end || !(c >= 0.01 && c <= 4096))
+			return H->set_error(
+			    err, SBX_E_CONFIG,
+			    "local: cpus '%.64s' is not a number of CPUs (e.g. 1.5)", cpus);
+		iso->cpu_quota_us = (int64_t)(c * 100000.0 + 0.5);
+	}
+	if (sbx__local_limits_detect(st) != 0)
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: memory, pids and cpus need the cgroup controllers "
+				    "(v2 with controllers, or v1 memory/pids/cpu writable)");
+	iso->cap_last = read_cap_last();
+	iso->self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	if (iso->self_pidns < 0)
+		return H->set_error(err, SBX_E_CONFIG, "local: cannot open /proc/self/ns/pid: %s",
+				    strerror(errno));
+	return SBX_OK;
+}
+
+void sbx__local_iso_fini(local_state *st)
+{
+	if (st->iso.self_pidns >= 0)
+		close(st->iso.self_pidns);
+	st->iso.self_pidns = -1;
+}
+
+/* ---- the init's record */
+
+/* Field 22 of /proc/<pid>/stat (start time in ticks), 0 when the process is gone or a zombie. */
+static unsigned long long start_time(long pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r <= 0)
+		return 0;
+	buf[r] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return 0;
+	p += 2;
+	if (*p == 'Z' || *p == 'X')
+		return 0;
+	for (int field = 3; field < 22 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	return p ? strtoull(p, NULL, 10) : 0;
+}
+
+static int read_record(const char *dir, long *pid, unsigned long long *start)
+{
+	char path[1300], buf[128] = "";
+	snprintf(path, sizeof(path), "%s/init", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r <= 0)
+		return -1;
+	buf[r] = '\0';
+	char *end = NULL;
+	*pid = strtol(buf, &end, 10);
+	if (*pid <= 1 || !end || *end != ' ')
+		return -1;
+	*start = strtoull(end + 1, NULL, 10);
+	return 0;
+}
+
+static int write_record(const char *dir, long pid, unsigned long long start, sbx_error *err)
+{
+	char path[1300], tmp[1310], buf[128];
+	snprintf(path, sizeof(path), "%s/init", dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int n = snprintf(buf, sizeof(buf), "%ld %llu\n", pid, start);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, buf, (size_t)n) != n || close(fd) != 0 || rename(tmp, path) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return H->set_error(err, SBX_E_IO, "local: cannot write %s: %s", path, strerror(e));
+	}
+	return SBX_OK;
+}
+
+/* A pidfd of the live init, or -1. */
+static int open_init(const char *dir, long *pid_out)
+{
+	long pid;
+	unsigned long long start;
+	if (read_record(dir, &pid, &start) != 0 || start_time(pid) != start)
+		return -1;
+	int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	/* Checked again now the pidfd pins the process: the pid was not reused in between. */
+	if (fd >= 0 && start_time(pid) != start) {
+		close(fd);
+		fd = -1;
+	}
+	if (pid_out)
+		*pid_out = pid;
+	return fd;
+}
+
+/* ---- starting the init */
+
+static void close_except(const int *keep, size_t n)
+{
+	int top = 3;
+	for (;;) {
+		int next = -1;
+		for (size_t i = 0; i < n; i++)
+			if (keep[i] >= top && (next < 0 || keep[i] < next))
+				next = keep[i];
+		unsigned hi = next < 0 ? ~0u : (unsigned)next - 1;
+		if (next < 0 || next > top)
+			syscall(SYS_close_range, (unsigned)top, hi, 0);
+		if (next < 0)
+			break;
+		top = next + 1;
+	}
+}
+
+static void send_msg(int fd, int kind, int stage, int e, int pid, size_t op)
+{
+	init_msg m = {kind, stage, e, pid, op};
+	ssize_t w = write(fd, &m, sizeof(m));
+	(void)w;
+}
+
+static void loopback_up(int fd)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0) {
+		send_msg(fd, MSG_FAIL, STAGE_NET, errno, 0, 0);
+		_exit(1);
+	}
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) {
+		send_msg(fd, MSG_FAIL, STAGE_NET, errno, 0, 0);
+		_exit(1);
+	}
+	close(s);
+}
+
+typedef struct init_plan {
+	const local_mounts *mounts;
+	int report;
+	int procs[1 + LOCAL_JOIN_PROCS];
+	int unshare_flags;
+	char hostname[32];
+} init_plan;
+
+/* Blanks the init's command line, a copy of the harness's (which may hold secrets): fields 48
+ * and 49 of /proc/self/stat bound it. System calls only. */
+static void blank_cmdline(void)
+{
+	char buf[2048];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r <= 0)
+		return;
+	buf[r] = '\0';
+	char *p = strrchr(buf, ')');
+	unsigned long v[2] = {0, 0};
+	for (int field = 2; p && *p && field < 49;) {
+		if (*p++ != ' ')
+			continue;
+		field++;
+		if (field >= 48) {
+			unsigned long x = 0;
+			while (*p >= '0' && *p <= '9')
+				x = x * 10 + (unsigned long)(*p++ - '0');
+			v[field - 48] = x;
+		}
+	}
+	if (v[0] && v[1] > v[0] && v[1] - v[0] < (1ul << 20)) {
+		memset((void *)v[0], 0, v[1] - v[0]);
+		memcpy((void *)v[0], "sbx-init", v[1] - v[0] > 9 ? 9 : v[1] - v[0] - 1);
+	}
+	prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
+}
+
+/* PID 1 of the sandbox. Never returns. */
+static void run_init(const init_plan *ip)
+{
+	for (size_t i = 0; i < 1 + LOCAL_JOIN_PROCS; i++) {
+		if (ip->procs[i] >= 0 && write(ip->procs[i], "0", 1) != 1) {
+			send_msg(ip->report, MSG_FAIL, STAGE_CGROUP, errno, 0, 0);
+			_exit(1);
+		}
+		if (ip->procs[i] >= 0)
+			close(ip->procs[i]);
+	}
+	sethostname(ip->hostname, strlen(ip->hostname));
+	if (ip->unshare_flags & CLONE_NEWNET)
+		loopback_up(ip->report);
+	size_t op = 0;
+	int e = sbx__local_mounts_apply(ip->mounts, &op);
+	if (e != 0) {
+		send_msg(ip->report, MSG_FAIL, STAGE_MOUNT, e, 0, op);
+		_exit(1);
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (int s = 1; s < 65; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			sigaction(s, &sa, NULL);
+	/* Ignored SIGCHLD: the kernel reaps every orphan reparented to us. */
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGCHLD, &sa, NULL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (dn >= 0) {
+		dup2(dn, 0);
+		dup2(dn, 1);
+		dup2(dn, 2);
+	}
+	blank_cmdline();
+	send_msg(ip->report, MSG_READY, 0, 0, 0, 0);
+	close(ip->report);
+	for (;;)
+		pause();
+}
+
+static int mkdir_in(const char *dir, const char *name, mode_t mode)
+{
+	char path[1400];
+	int n = snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return ENAMETOOLONG;
+	if (mkdir(path, mode) != 0 && errno != EEXIST)
+		return errno;
+	return 0;
+}
+
+static int read_lower(const char *dir, char *buf, size_t cap)
+{
+	char path[1300];
+	snprintf(path, sizeof(path), "%s/lower", dir);
+	buf[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	ssize_t r = read(fd, buf, cap - 1);
+	close(fd);
+	if (r < 0)
+		return -1;
+	buf[r] = '\0';
+	return 0;
+}
+
+static const char *stage_name(int stage)
+{
+	switch (stage) {
+	case STAGE_UNSHARE:
+		return "unshare";
+	case STAGE_FORK:
+		return "fork";
+	case STAGE_CGROUP:
+		return "joining its cgroups";
+	case STAGE_MOUNT:
+		return "mount";
+	default:
+		return "loopback";
+	}
+}
+
+/* Starts the init of the sandbox in dir; writes its record. */
+static int start_init(const local_state *st, const char *id, const char *dir, sbx_error *err)
+{
+	const local_iso *iso = &st->iso;
+	char lower[1100], path[1400];
+	local_mounts m;
+	init_plan ip = {.report = -1};
+	int report_r = -1, rc;
+	for (size_t i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
+		ip.procs[i] = -1;
+	if (read_lower(dir, lower, sizeof(lower)) != 0)
+		return H->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", dir,
+				    strerror(errno));
+	int e = mkdir_in(dir, "root", 0755);
+	if (!e && !lower[0]) {
+		e = mkdir_in(dir, "priv", 0755);
+		if (!e)
+			e = mkdir_in(dir, "priv/tmp", 01777);
+		if (!e)
+			e = mkdir_in(dir, "priv/home", 0755);
+		if (!e)
+			e = mkdir_in(dir, "priv/root", 0700);
+		snprintf(path, sizeof(path), "%s/priv/tmp", dir);
+		if (!e && chmod(path, 01777) != 0)
+			e = errno;
+	} else if (!e) {
+		e = mkdir_in(dir, "upper", 0755);
+		if (!e)
+			e = mkdir_in(dir, "ovwork", 0700);
+	}
+	if (e)
+		return H->set_error(err, SBX_E_IO, "local: cannot make the folders of %s: %s", dir,
+				    strerror(e));
+	rc = sbx__local_mounts_plan(st, dir, lower, &m, err);
+	if (rc != SBX_OK)
+		return rc;
+	/* The sandbox's kill cgroup, then its limit cgroups. */
+	char cg[700];
+	if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) != SBX_OK) {
+		rc = H->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
+		goto out;
+	}
+	rc = sbx__local_cg_sandbox(st, id, err);
+	if (rc == SBX_OK)
+		rc = sbx__local_limits_create(st, id, err);
+	if (rc != SBX_OK)
+		goto out;
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	if ((ip.procs[0] = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+		rc =
+		    H->set_error(err, SBX_E_IO, "local: cannot open %s: %s", path, strerror(errno));
+		goto out;
+	}
+	rc = sbx__local_limits_open(st, id, ip.procs + 1, LOCAL_JOIN_PROCS, err);
+	if (rc != SBX_OK)
+		goto out;
+	ip.mounts = &m;
+	ip.unshare_flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+	if (!iso->network_host)
+		ip.unshare_flags |= CLONE_NEWNET;
+	snprintf(ip.hostname, sizeof(ip.hostname), "sbx-%.12s", id);
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		rc = H->set_error(err, SBX_E_IO, "local: pipe: %s", strerror(errno));
+		goto out;
+	}
+	report_r = fds[0];
+	ip.report = fds[1];
+	pid_t helper = fork();
+	if (helper < 0) {
+		rc = H->set_error(err, SBX_E_IO, "local: fork: %s", strerror(errno));
+		goto out;
+	}
+	if (helper == 0) {
+		int keep[2 + LOCAL_JOIN_PROCS];
+		size_t nk = 0;
+		keep[nk++] = ip.report;
+		for (size_t i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
+			if (ip.procs[i] >= 0)
+				keep[nk++] = ip.procs[i];
+		close_except(keep, nk);
+		setsid();
+		if (unshare(ip.unshare_flags) != 0) {
+			send_msg(ip.report, MSG_FAIL, STAGE_UNSHARE, errno, 0, 0);
+			_exit(1);
+		}
+		pid_t init = fork();
+		if (init < 0) {
+			send_msg(ip.report, MSG_FAIL, STAGE_FORK, errno, 0, 0);
+			_exit(1);
+		}
+		if (init == 0)
+			run_init(&ip);
+		send_msg(ip.report, MSG_PID, 0, 0, (int)init, 0);
+		_exit(0);
+	}
+	close(ip.report);
+	ip.report = -1;
+	long pid = 0;
+	int ready = 0;
+	init_msg msg;
+	for (;;) {
+		ssize_t r = read(report_r, &msg, sizeof(msg));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != (ssize_t)sizeof(msg))
+			break;
+		if (msg.kind == MSG_PID)
+			pid = msg.pid;
+		else if (msg.kind == MSG_READY) {
+			ready = 1;
+			break;
+		} else {
+			rc = H->set_error(
+			    err, SBX_E_IO, "local: create: the sandbox's init failed at %s%s%s: %s",
+			    stage_name(msg.stage), msg.stage == STAGE_MOUNT ? " of " : "",
+			    msg.stage == STAGE_MOUNT ? sbx__local_mounts_path(&m, msg.op) : "",
+			    strerror(msg.err));
+			break;
+		}
+	}
+	waitpid(helper, NULL, 0);
+	if (rc == SBX_OK && (!ready || pid <= 1))
+		rc = H->set_error(err, SBX_E_IO, "local: create: the sandbox's init died unready");
+	if (rc == SBX_OK) {
+		unsigned long long start = start_time(pid);
+		rc = start ? write_record(dir, pid, start, err)
+			   : H->set_error(err, SBX_E_IO, "local: create: the sandbox's init died");
+	}
+	if (rc != SBX_OK && pid > 1)
+		kill((pid_t)pid, SIGKILL);
+out:
+	if (report_r >= 0)
+		close(report_r);
+	for (size_t i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
+		if (ip.procs[i] >= 0)
+			close(ip.procs[i]);
+	sbx__local_mounts_free(&m);
+	return rc;
+}
+
+/* A pidfd of the live init, starting one (under the sandbox's lock) when there is none. */
+static int ensure_init(const local_state *st, const char *id, const char *dir, int *pidfd,
+		       sbx_error *err)
+{
+	*pidfd = open_init(dir, NULL);
+	if (*pidfd >= 0)
+		return SBX_OK;
+	char lock[1300];
+	snprintf(lock, sizeof(lock), "%s/init.lock", dir);
+	int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lfd < 0)
+		return H->set_error(err, errno == ENOENT ? SBX_E_NOT_FOUND : SBX_E_IO,
+				    "local: sandbox %s: cannot open %s: %s", id, lock,
+				    strerror(errno));
+	int rc = SBX_OK;
+	if (flock(lfd, LOCK_EX) != 0) {
+		rc = H->set_error(err, SBX_E_IO, "local: flock %s: %s", lock, strerror(errno));
+		goto out;
+	}
+	*pidfd = open_init(dir, NULL);
+	if (*pidfd < 0) {
+		rc = start_init(st, id, dir, err);
+		if (rc == SBX_OK && (*pidfd = open_init(dir, NULL)) < 0)
+			rc = H->set_error(err, SBX_E_IO, "local: sandbox %s: its init died", id);
+	}
+out:
+	close(lfd);
+	return rc;
+}
+
+int sbx__local_iso_create(const local_state *st, const char *id, const sbx_create_spec *spec,
+			  sbx_error *err)
+{
+	const local_iso *iso = &st->iso;
+	char dir[1200], lower[1100] = "";
+	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
+	if (rc != SBX_OK)
+		return rc;
+	const char *image = spec && spec->image && spec->image[0] ? spec->image
+			    : iso->rootfs == LOCAL_ROOTFS_IMAGE   ? iso->image
+								  : NULL;
+	if (image)
+		rc = sbx__local_image_rootfs(st, image, lower, sizeof(lower), err);
+	else if (iso->rootfs == LOCAL_ROOTFS_DIR)
+		snprintf(lower, sizeof(lower), "%s", iso->rootfs_dir);
+	if (rc != SBX_OK)
+		return rc;
+	if (lower[0]) {
+		char path[1300];
+		snprintf(path, sizeof(path), "%s/lower", dir);
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		size_t len = strlen(lower);
+		if (fd < 0 || write(fd, lower, len) != (ssize_t)len || close(fd) != 0)
+			return H->set_error(err, SBX_E_IO, "local: create: cannot write %s: %s",
+					    path, strerror(errno));
+	}
+	int pidfd = -1;
+	rc = ensure_init(st, id, dir, &pidfd, err);
+	if (pidfd >= 0)
+		close(pidfd);
+	return rc;
+}
+
+void sbx__local_iso_destroy(const local_state *st, const char *id)
+{
+	char dir[1200];
+	if (sbx__local_path(st, id, NULL, dir, sizeof(dir), NULL) != SBX_OK)
+		return;
+	long pid = 0;
+	int fd = open_init(dir, &pid);
+	if (fd >= 0) {
+		syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+		close(fd);
+		for (int i = 0; i < 1000 && start_time(pid) != 0; i++) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	for (int i = 0; i < 50; i++) {
+		sbx__local_limits_remove(st, id);
+		char probe[800];
+		if (!st->iso.mem_cg[0] && !st->iso.pids_cg[0] && !st->iso.cpu_cg[0])
+			break;
+		snprintf(probe, sizeof(probe), "%s/%s",
+			 st->iso.mem_cg[0]    ? st->iso.mem_cg
+			 : st->iso.pids_cg[0] ? st->iso.pids_cg
+					      : st->iso.cpu_cg,
+			 id);
+		if (access(probe, F_OK) != 0)
+			break;
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* ---- joining from an exec */
+
+int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j, sbx_error *err)
+{
+	memset(j, 0, sizeof(*j));
+	j->pidfd = -1;
+	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++)
+		j->procs[i] = -1;
+	if (st->iso.level != LOCAL_ISO_NAMESPACES)
+		return SBX_OK;
+	j->active = 1;
+	j->cap_last = st->iso.cap_last;
+	j->self_pidns = st->iso.self_pidns;
+	j->ns_flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+	if (!st->iso.network_host)
+		j->ns_flags |= CLONE_NEWNET;
+	char dir[1200];
+	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
+	if (rc == SBX_OK)
+		rc = ensure_init(st, id, dir, &j->pidfd, err);
+	if (rc == SBX_OK)
+		rc = sbx__local_limits_open(st, id, j->procs, LOCAL_JOIN_PROCS, err);
+	if (rc == SBX_OK &&
+	    sbx__local_limits_oom_file(st, id, j->oom_file, sizeof(j->oom_file)) == 0)
+		j->oom_before = sbx__local_limits_oom_count(j->oom_file);
+	if (rc != SBX_OK)
+		sbx__local_join_close(j);
+	return rc;
+}
+
+int sbx__local_join_fork_begin(const local_join *j)
+{
+	if (!j->active)
+		return 0;
+	return setns(j->pidfd, CLONE_NEWPID) == 0 ? 0 : errno;
+}
+
+void sbx__local_join_fork_end(const local_join *j)
+{
+	if (j->active && setns(j->self_pidns, CLONE_NEWPID) != 0)
+		H->log(SBX_LOG_ERROR, "local", "cannot return to the host's PID namespace: %s",
+		       strerror(errno));
+}
+
+int sbx__local_join_child(const local_join *j)
+{
+	if (!j->active)
+		return 0;
+	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++)
+		if (j->procs[i] >= 0 && write(j->procs[i], "0", 1) != 1)
+			return errno;
+	if (setns(j->pidfd, j->ns_flags) != 0)
+		return errno;
+	for (int c = 0; c <= j->cap_last; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
+			return errno;
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capset, &hdr, data) != 0)
+		return errno;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return errno;
+	return 0;
+}
+
+int sbx__local_join_oom(const local_join *j)
+{
+	if (!j->active || !j->oom_file[0] || j->oom_before < 0)
+		return 0;
+	return sbx__local_limits_oom_count(j->oom_file) > j->oom_before;
+}
+
+void sbx__local_join_close(local_join *j)
+{
+	if (j->pidfd >= 0)
+		close(j->pidfd);
+	j->pidfd = -1;
+	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++) {
+		if (j->procs[i] >= 0)
+			close(j->procs[i]);
+		j->procs[i] = -1;
+	}
+}
+
+int sbx__local_iso_info(const local_state *st, char *buf, size_t cap)
+{
+	const local_iso *iso = &st->iso;
+	const char *rootfs = iso->rootfs == LOCAL_ROOTFS_DIR     ? "dir"
+			     : iso->rootfs == LOCAL_ROOTFS_IMAGE ? "image"
+								 : "host";
+	char why[300] = "";
+	for (size_t i = 0, k = 0; iso->why_not[i] && k + 2 < sizeof(why); i++) {
+		if (iso->why_not[i] == '"' || iso->why_not[i] == '\\')
+			why[k++] = '\\';
+		why[k++] = iso->why_not[i];
+		why[k] = '\0';
+	}
+	int n;
+	if (iso->why_not[0])
+		n = snprintf(buf, cap,
+			     "\"isolation\":\"%s\",\"levels\":{\"plain\":{\"supported\":true},"
+			     "\"namespaces\":{\"supported\":false,\"why\":\"%s\"}}",
+			     iso->level ? "namespaces" : "plain", why);
+	else
+		n = snprintf(buf, cap,
+			     "\"isolation\":\"%s\",\"levels\":{\"plain\":{\"supported\":true},"
+			     "\"namespaces\":{\"supported\":true,\"rootfs\":[\"host\",\"dir\"],"
+			     "\"limits\":\"%s\"}},\"rootfs\":\"%s\",\"network\":\"%s\","
+			     "\"memory\":%lld,\"pids\":%lld,\"cpu_quota_us\":%lld",
+			     iso->level ? "namespaces" : "plain",
+			     iso->limits_v2 ? "cgroup-v2" : "cgroup-v1", rootfs,
+			     iso->network_host ? "host" : "none", (long long)iso->memory,
+			     (long long)iso->pids, (long long)iso->cpu_quota_us);
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}

@@ -1,0 +1,430 @@
+/* The isolated level of `local` (`isolation: namespaces`), driven through the public host API:
+ * what a command in the sandbox can and cannot see or reach, the limits, and that destroy
+ * leaves nothing behind. Needs root (namespaces, mounts, cgroups); where the machine cannot
+ * run the level, every case skips with the plugin's own reason. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sbx/host.h>
+
+#ifndef BUILD_DIR
+#error BUILD_DIR must name the build folder of these tests
+#endif
+
+static sbx_host *host;
+static sbx_error err;
+static char state_dir[600];
+static char ids[2][SBX_ID_MAX];
+static sbx_exec_result *live[8];
+
+/* The default data source on the isolated level, with `extra` lines (each starting with
+ * four spaces) appended to its sandbox block. */
+static void start(const char *extra)
+{
+	snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(state_dir));
+	char cfg[2048];
+	int n = snprintf(cfg, sizeof(cfg),
+			 "data_source:\n  sandbox:\n    type: local\n    isolation: namespaces\n%s",
+			 extra ? extra : "");
+	cr_assert(n > 0 && (size_t)n < sizeof(cfg));
+	sbx_host_options o = {.config_text = cfg, .state_dir = state_dir};
+	SBX_INIT_HEADER(o);
+	cr_assert_eq(sbx_host_new(&o, &host, &err), SBX_OK, "%s", err.message);
+}
+
+/* Skips (after cleaning up) when the machine cannot run the level, with the plugin's reason. */
+static void skip_unless_supported(void)
+{
+	sbx_host_options o = {.config_text = "data_source:\n  sandbox:\n    type: local\n",
+			      .state_dir = state_dir};
+	SBX_INIT_HEADER(o);
+	sbx_host *plain = NULL;
+	char *json = NULL;
+	cr_assert_eq(sbx_host_new(&o, &plain, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_backend_info(plain, "local", &json, &err), SBX_OK, "%s", err.message);
+	const char *ns = strstr(json, "\"namespaces\":{\"supported\":");
+	cr_assert_not_null(ns, "local's info names no namespaces level: %s", json);
+	char why[400] = "";
+	if (strncmp(ns + strlen("\"namespaces\":{\"supported\":"), "true", 4) != 0) {
+		const char *w = strstr(ns, "\"why\":\"");
+		snprintf(why, sizeof(why), "%.300s", w ? w + 7 : "(no reason given)");
+	}
+	sbx_free(json);
+	sbx_host_free(plain);
+	if (why[0])
+		cr_skip_test("the isolated level is not supported here: %s", why);
+}
+
+static void rmtree(const char *path)
+{
+	DIR *d = opendir(path);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+				continue;
+			char sub[1400];
+			snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+			struct stat sb;
+			if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
+				rmtree(sub);
+			else
+				unlink(sub);
+		}
+		closedir(d);
+	}
+	rmdir(path);
+}
+
+static void stop(void)
+{
+	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
+		sbx_exec_result_free(live[i]);
+		live[i] = NULL;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		if (ids[i][0] && host)
+			sbx_destroy(host, ids[i], NULL);
+		ids[i][0] = '\0';
+	}
+	sbx_host_free(host);
+	host = NULL;
+	if (state_dir[0])
+		rmtree(state_dir);
+	state_dir[0] = '\0';
+}
+
+static void fresh(size_t k)
+{
+	sbx_create_opts c = {0};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, ids[k], &err), SBX_OK, "%s", err.message);
+}
+
+static sbx_exec_result *run_in(size_t k, const char *cmd, double timeout)
+{
+	sbx_exec_opts o = {.shell = cmd, .timeout = timeout};
+	SBX_INIT_HEADER(o);
+	sbx_exec_result *r = NULL;
+	cr_assert_eq(sbx_exec(host, ids[k], &o, &r, &err), SBX_OK, "%s: %s", cmd, err.message);
+	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		if (!live[i]) {
+			live[i] = r;
+			break;
+		}
+	return r;
+}
+
+static sbx_exec_result *run(const char *cmd)
+{
+	return run_in(0, cmd, 0);
+}
+
+/* Sets up a host with `extra` keys and one sandbox. */
+static void one(const char *extra)
+{
+	start(extra);
+	skip_unless_supported();
+	fresh(0);
+}
+
+/* The backend id (after "local:") of sandbox k. */
+static const char *bid(size_t k)
+{
+	return strchr(ids[k], ':') + 1;
+}
+
+/* How many processes of this machine have `token` in their command line. */
+static int count_procs(const char *token)
+{
+	int n = 0;
+	DIR *d = opendir("/proc");
+	cr_assert_not_null(d);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[300], buf[4096];
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t r = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		for (ssize_t i = 0; i < r; i++)
+			if (buf[i] == '\0')
+				buf[i] = ' ';
+		buf[r > 0 ? r : 0] = '\0';
+		if (strstr(buf, token))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+TestSuite(isolation, .fini = stop, .timeout = 120);
+
+Test(isolation, levels_reported)
+{
+	start(NULL);
+	skip_unless_supported();
+	char *json = NULL;
+	cr_assert_eq(sbx_backend_info(host, "local", &json, &err), SBX_OK, "%s", err.message);
+	cr_assert_not_null(strstr(json, "\"isolation\":\"namespaces\""), "%s", json);
+	cr_assert_not_null(strstr(json, "\"plain\":{\"supported\":true}"), "%s", json);
+	cr_assert_not_null(strstr(json, "\"network\":\"none\""), "%s", json);
+	sbx_free(json);
+}
+
+Test(isolation, sees_only_its_own_processes)
+{
+	one(NULL);
+	/* The shell's builtins only: its init is PID 1, the shell the first process after it. */
+	sbx_exec_result *r = run("exec sh -c 'echo /proc/[0-9]*; cat /proc/1/status | head -1'");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert(strncmp(r->stdout_text, "/proc/1 /proc/2\n", 16) == 0, "%s", r->stdout_text);
+	char mine[64];
+	snprintf(mine, sizeof(mine), "test -e /proc/%ld", (long)getpid());
+	r = run(mine);
+	cr_assert_eq(r->exit_code, 1, "the test's own pid %ld is visible", (long)getpid());
+}
+
+Test(isolation, host_root_unreadable)
+{
+	one(NULL);
+	char planted[] = "/root/sbx-iso-secret-XXXXXX";
+	int fd = mkstemp(planted);
+	cr_assert(fd >= 0, "cannot plant a file in /root");
+	cr_assert_eq(write(fd, "secret\n", 7), 7);
+	close(fd);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "cat %s", planted);
+	sbx_exec_result *r = run(cmd);
+	unlink(planted);
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_str_eq(r->stdout_text, "");
+	cr_assert_not_null(strstr(r->stderr_text, "No such file or directory"), "%s",
+			   r->stderr_text);
+	/* The sandbox's /root is its own, and writable. */
+	r = run("echo mine > /root/note && cat /root/note && ls -A /root");
+	cr_assert_str_eq(r->stdout_text, "mine\nnote\n", "%s", r->stderr_text);
+}
+
+/* A listener on the host's loopback; returns its fd and port. */
+static int listener(int *port)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert(s >= 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(s, 8), 0);
+	cr_assert_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return s;
+}
+
+Test(isolation, host_loopback_unreachable)
+{
+	one(NULL);
+	int port;
+	int s = listener(&port);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && echo connected'",
+		 port);
+	sbx_exec_result *r = run(cmd);
+	cr_assert_eq(r->exit_code, 1, "%s", r->stdout_text);
+	cr_assert_str_eq(r->stdout_text, "");
+	cr_assert_not_null(strstr(r->stderr_text, "Connection refused"), "%s", r->stderr_text);
+	/* Its own loopback is up: a listener and a client inside the sandbox meet. */
+	r = run("python3 -c 'import socket\ns = socket.socket(); s.bind((\"127.0.0.1\", 0)); "
+		"s.listen()\nc = socket.create_connection(s.getsockname()); print(\"met\")'");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, "met\n");
+	close(s);
+}
+
+Test(isolation, network_host_reaches_loopback)
+{
+	one("    network: host\n");
+	int port;
+	int s = listener(&port);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && echo connected'",
+		 port);
+	sbx_exec_result *r = run(cmd);
+	close(s);
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, "connected\n");
+}
+
+Test(isolation, host_tree_read_only_work_dir_shared)
+{
+	one(NULL);
+	sbx_exec_result *r = run("touch /usr/sbx-iso-probe");
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_not_null(strstr(r->stderr_text, "Read-only file system"), "%s", r->stderr_text);
+	cr_assert_neq(access("/usr/sbx-iso-probe", F_OK), 0);
+	r = run("echo x >> /etc/hostname");
+	cr_assert_neq(r->exit_code, 0);
+	cr_assert_not_null(strstr(r->stderr_text, "Read-only file system"), "%s", r->stderr_text);
+	/* The work dir is the tree shared with the host: what the command writes there the host
+	 * reads through the file API. */
+	r = run("echo shared > out.txt && echo tmp > /tmp/t && cat /tmp/t");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, "tmp\n");
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(sbx_read_file(host, ids[0], "out.txt", &data, &len, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(len, 7);
+	cr_assert(memcmp(data, "shared\n", 7) == 0);
+	sbx_free(data);
+}
+
+Test(isolation, two_sandboxes_apart)
+{
+	one(NULL);
+	fresh(1);
+	sbx_exec_result *a =
+	    run_in(0, "echo a > /tmp/mark && echo a > /root/mark && (sleep 300 &) && pwd", 0);
+	cr_assert_eq(a->exit_code, 0, "%s", a->stderr_text);
+	char cmd[1400];
+	snprintf(cmd, sizeof(cmd),
+		 "cat /tmp/mark /root/mark 2>/dev/null; test -e %.*s && echo sees-work; "
+		 "for p in /proc/[0-9]*; do cat $p/comm; done | grep -c sleep",
+		 (int)strcspn(a->stdout_text, "\n"), a->stdout_text);
+	sbx_exec_result *b = run_in(1, cmd, 0);
+	cr_assert_str_eq(b->stdout_text, "0\n", "B sees A: %s", b->stdout_text);
+	/* A still sees its own. */
+	a = run_in(0, "cat /tmp/mark; for p in /proc/[0-9]*; do cat $p/comm; done | grep -c sleep",
+		   0);
+	cr_assert_str_eq(a->stdout_text, "a\n1\n");
+}
+
+Test(isolation, destroy_leaves_nothing)
+{
+	one("    memory: 256M\n    pids: 64\n");
+	char token[64];
+	snprintf(token, sizeof(token), "sleep 3%05ld.%ld", (long)(getpid() % 100000),
+		 (long)time(NULL) % 1000);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "(%s &); (setsid %s &); echo ok", token, token);
+	sbx_exec_result *r = run(cmd);
+	cr_assert_str_eq(r->stdout_text, "ok\n", "%s", r->stderr_text);
+	cr_assert_eq(count_procs(token), 2);
+	char *json = NULL;
+	cr_assert_eq(sbx_backend_info(host, "local", &json, &err), SBX_OK, "%s", err.message);
+	const char *c = strstr(json, "\"cgroup\":\"");
+	cr_assert_not_null(c);
+	char cg[700];
+	snprintf(cg, sizeof(cg), "%.*s/%s", (int)strcspn(c + 10, "\""), c + 10, bid(0));
+	sbx_free(json);
+	char mem[700];
+	const char *suffix = strstr(cg, "/sbx");
+	snprintf(mem, sizeof(mem), "/sys/fs/cgroup/memory%s", suffix ? suffix : "/none");
+	int had_v1 = access(mem, F_OK) == 0;
+	cr_assert_eq(access(cg, F_OK), 0, "%s", cg);
+	cr_assert_eq(sbx_destroy(host, ids[0], &err), SBX_OK, "%s", err.message);
+	ids[0][0] = '\0';
+	cr_assert_eq(count_procs(token), 0);
+	cr_assert_neq(access(cg, F_OK), 0, "%s survived", cg);
+	if (had_v1)
+		cr_assert_neq(access(mem, F_OK), 0, "%s survived", mem);
+	char line[4096];
+	FILE *mi = fopen("/proc/self/mountinfo", "r");
+	cr_assert_not_null(mi);
+	while (fgets(line, sizeof(line), mi))
+		cr_assert_null(strstr(line, state_dir), "a mount survived: %s", line);
+	fclose(mi);
+}
+
+Test(isolation, oom_reported)
+{
+	one("    memory: 48M\n");
+	sbx_exec_result *r = run("python3 -c 'a = bytearray(400 << 20); print(len(a))'");
+	cr_assert_eq(r->exit_code, -1, "exit %d: %s", r->exit_code, r->stderr_text);
+	cr_assert_eq(r->signal, 9);
+	cr_assert_eq(r->oom_killed, 1);
+	r = run("python3 -c 'a = bytearray(4 << 20); print(len(a))'");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, "4194304\n");
+	cr_assert_eq(r->oom_killed, 0);
+}
+
+Test(isolation, fork_bomb_stops_at_pids)
+{
+	one("    pids: 16\n");
+	/* dash gives up at the first fork the kernel refuses (bash would retry for seconds). */
+	sbx_exec_result *r = run(
+	    "exec dash -c 'n=0; while [ $n -lt 200 ]; do sleep 60 & n=$((n+1)); echo $n; done'");
+	cr_assert_eq(r->exit_code, 2, "exit %d: %s", r->exit_code, r->stderr_text);
+	cr_assert_not_null(strstr(r->stderr_text, "Cannot fork"), "%s", r->stderr_text);
+	const char *last = r->stdout_text;
+	for (const char *p = r->stdout_text; *p; p++)
+		if (p[0] == '\n' && p[1])
+			last = p + 1;
+	long started = strtol(last, NULL, 10);
+	/* init and the shell take two of the sixteen. */
+	cr_assert(started >= 1 && started <= 14, "started %ld sleeps", started);
+}
+
+Test(isolation, cpus_quota_slows_a_busy_loop)
+{
+	one("    cpus: 0.2\n");
+	/* 0.3 s of CPU at a fifth of a CPU takes at least 1.5 s of wall time; unlimited, 0.3 s. */
+	sbx_exec_result *r =
+	    run("python3 -c 'import time\nw=time.time(); c=time.process_time()\n"
+		"while time.process_time() - c < 0.3: pass\nprint(time.time() - w)'");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	double wall = strtod(r->stdout_text, NULL);
+	cr_assert(wall >= 1.0, "0.3 s of CPU took %.2f s under cpus 0.2", wall);
+}
+
+Test(isolation, bad_settings_refused)
+{
+	static const struct {
+		const char *extra, *msg;
+	} cases[] = {
+	    {"    memory: 12X\n", "local: memory '12X' is not a size of at least 1M"},
+	    {"    cpus: lots\n", "local: cpus 'lots' is not a number of CPUs"},
+	    {"    network: bridge\n", "local: network 'bridge' is not one of none, host"},
+	    {"    rootfs: relative/dir\n", "local: rootfs 'relative/dir' is neither 'host'"},
+	    {"    pids: 1\n", "local: pids 1 is out of range"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		start(cases[i].extra);
+		if (i == 0)
+			skip_unless_supported();
+		sbx_create_opts c = {0};
+		SBX_INIT_HEADER(c);
+		cr_assert_neq(sbx_create(host, &c, ids[0], &err), SBX_OK, "%s", cases[i].extra);
+		cr_assert_not_null(strstr(err.message, cases[i].msg), "%s -> %s", cases[i].extra,
+				   err.message);
+		stop();
+	}
+	/* The plain level takes none of the isolated level's keys. */
+	sbx_host_options o = {.config_text = "data_source:\n  sandbox:\n    type: local\n    "
+					     "memory: 1G\n"};
+	SBX_INIT_HEADER(o);
+	snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(state_dir));
+	o.state_dir = state_dir;
+	cr_assert_eq(sbx_host_new(&o, &host, &err), SBX_OK, "%s", err.message);
+	sbx_create_opts c = {0};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, ids[0], &err), SBX_E_CONFIG);
+	cr_assert_not_null(strstr(err.message, "local: 'memory' needs 'isolation: namespaces'"),
+			   "%s", err.message);
+}
