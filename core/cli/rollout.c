@@ -23,13 +23,17 @@ static const char rollout_usage[] =
     "  image        image for the sandbox (also read from metadata.docker_image)\n"
     "  files        {path: content} written before the first command\n"
     "  timeout      seconds for each command (default: the data source's timeout)\n"
-    "The whole file is checked before anything runs; errors name FILE:LINE.\n"
+    "The whole file is checked before anything runs (unknown keys and data sources too);\n"
+    "errors name FILE:LINE.\n"
     "  --output FILE     results, one JSON line per task as it finishes (default stdout):\n"
     "                    id, data_source, sandbox_id, ok, infra_error {stage, status,\n"
     "                    message} (null unless sbx or the backend failed), commands (each\n"
     "                    with the fields of 'sbx exec --json' and its command; the per-call\n"
     "                    files go with the sandbox, so their paths are null), timings {queued,\n"
     "                    create, total} in seconds\n"
+    "  --resume          with --output: keep the results already in FILE for tasks that\n"
+    "                    finished (dropping interrupted ones and torn lines), skip those\n"
+    "                    tasks, and append the results of the others\n"
     "  --concurrency N   worker threads (default 8). Each data source's max_concurrency\n"
     "                    still holds: a create past it waits for another task's delete.\n"
     "Progress goes to stderr when it is a terminal, then a summary line. An interrupt\n"
@@ -40,6 +44,8 @@ static const char rollout_usage[] =
 typedef struct task {
 	json_t *spec;
 	json_t *result;
+	size_t line;              /* of TASKS */
+	char sandbox[SBX_ID_MAX]; /* while the task holds one (under the rollout's lock) */
 } task;
 
 typedef struct rollout {
@@ -53,16 +59,18 @@ typedef struct rollout {
 	FILE *out;
 	int progress;
 	double started;
+	int finished; /* the workers are done: the watcher stops (under lock) */
 } rollout;
 
-/* Set by the first SIGINT/SIGTERM: workers start no new task and run no further command, but
- * still delete their sandboxes. The handler resets itself, so a second signal kills at once
- * (the ledger then lets `sbx gc` reap what was left). */
+/* Set by the first SIGINT/SIGTERM: workers start no new task and run no further command, and
+ * the watcher thread deletes every sandbox a task holds, which kills the commands running in
+ * them. The handler resets itself, so a second signal kills at once (the ledger then lets
+ * `sbx gc` reap what was left). */
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig)
 {
-	static const char msg[] = "\nrollout: interrupted: finishing the running commands and "
+	static const char msg[] = "\nrollout: interrupted: killing the running commands and "
 				  "deleting their sandboxes (interrupt again to abort)\n";
 	(void)sig;
 	interrupted = 1;
@@ -77,6 +85,26 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static const char *const task_keys[] = {"id",    "commands", "data_source", "image",
+					"files", "timeout",  "metadata",    NULL};
+static const char *const command_keys[] = {"cmd", "argv", "timeout", "cwd", "env", NULL};
+
+static int known_key(const char *key, const char *const *keys)
+{
+	for (size_t i = 0; keys[i]; i++)
+		if (strcmp(keys[i], key) == 0)
+			return 1;
+	return 0;
+}
+
+/* "unknown key 'K' (HINT)" in a static buffer: validation runs on one thread. */
+static const char *unknown_key(const char *key, const char *hint)
+{
+	static char msg[256];
+	snprintf(msg, sizeof(msg), "unknown key '%.64s' (%s)", key, hint);
+	return msg;
+}
+
 /* What is wrong with one entry of 'commands', or NULL. */
 static const char *command_problem(json_t *v)
 {
@@ -87,6 +115,10 @@ static const char *command_problem(json_t *v)
 	json_t *cmd = json_object_get(v, "cmd"), *argv = json_object_get(v, "argv");
 	json_t *timeout = json_object_get(v, "timeout"), *cwd = json_object_get(v, "cwd");
 	json_t *env = json_object_get(v, "env");
+	const char *key;
+	json_t *val;
+	json_object_foreach(v, key, val) if (!known_key(key, command_keys)) return unknown_key(
+	    key, "a command object has cmd, argv, timeout, cwd, env");
 	if (!json_is_string(cmd) == !json_is_array(argv))
 		return "a command object needs exactly one of 'cmd' (a string) or 'argv' (a list)";
 	if (argv && json_array_size(argv) == 0)
@@ -140,6 +172,12 @@ static int validate(json_t *t, const char *file, size_t line)
 		why = "'metadata.docker_image' must be a string";
 	const char *key;
 	json_t *v;
+	if (!why) {
+		/* A misspelt key ('timout', 'comands') would silently change the task. */
+		json_object_foreach(t, key, v) if (!why && !known_key(key, task_keys)) why =
+		    unknown_key(key, "a task has id, commands, data_source, image, files, timeout, "
+				     "metadata");
+	}
 	if (!why && files) {
 		json_object_foreach(files, key, v) if (!json_is_string(v)) why =
 		    "every value of 'files' must be a string";
@@ -258,6 +296,12 @@ static void run_task(rollout *ro, task *t)
 	double t_queued = 0;
 	int st = create_queued(ro, &co, id, &t_queued, &err);
 	double t_create = now() - t0 - t_queued;
+	if (st == SBX_OK) {
+		pthread_mutex_lock(&ro->lock);
+		memcpy(t->sandbox, id, sizeof(t->sandbox));
+		pthread_mutex_unlock(&ro->lock);
+	}
+	int cut = 0; /* the interrupt stopped this task */
 	int all_ok = st == SBX_OK;
 	if (st != SBX_OK) {
 		had_infra = 1;
@@ -285,6 +329,7 @@ static void run_task(rollout *ro, task *t)
 		if (interrupted) {
 			snprintf(err.message, sizeof(err.message),
 				 "rollout: interrupted before command %zu", i + 1);
+			cut = 1;
 			had_infra = 1;
 			infra_err = infra("exec", SBX_E_CANCELLED, &err);
 			all_ok = 0;
@@ -333,6 +378,20 @@ static void run_task(rollout *ro, task *t)
 		sbx_exec_result *r = NULL;
 		st = sbx_exec(ro->host, id, &eo, &r, &err);
 		free(argv);
+		if (interrupted) {
+			/* The watcher deleted the sandbox under the command: what it returned is
+			 * the interrupt's doing, not the task's. */
+			if (st == SBX_OK)
+				sbx_exec_result_free(r);
+			memset(&err, 0, sizeof(err));
+			snprintf(err.message, sizeof(err.message),
+				 "rollout: interrupted during command %zu (killed)", i + 1);
+			cut = 1;
+			had_infra = 1;
+			infra_err = infra("exec", SBX_E_CANCELLED, &err);
+			all_ok = 0;
+			break;
+		}
 		if (st != SBX_OK) {
 			had_infra = 1;
 			infra_err = infra("exec", st, &err);
@@ -358,6 +417,9 @@ static void run_task(rollout *ro, task *t)
 	if (id[0]) {
 		sbx_error derr = {0};
 		int dst = sbx_destroy(ro->host, id, &derr);
+		pthread_mutex_lock(&ro->lock);
+		t->sandbox[0] = '\0';
+		pthread_mutex_unlock(&ro->lock);
 		if (dst != SBX_OK && !had_infra) {
 			had_infra = 1;
 			infra_err = infra("delete", dst, &derr);
@@ -373,6 +435,8 @@ static void run_task(rollout *ro, task *t)
 	}
 	json_object_set_new(res, "sandbox_id", id[0] ? json_string(id) : json_null());
 	json_object_set_new(res, "ok", json_boolean(all_ok && !had_infra));
+	if (cut)
+		json_object_set_new(res, "interrupted", json_true());
 	json_object_set_new(res, "infra_error", infra_err ? infra_err : json_null());
 	json_object_set_new(res, "commands", cmds);
 	json_object_set_new(res, "timings",
@@ -401,6 +465,55 @@ static void run_task(rollout *ro, task *t)
 	pthread_mutex_unlock(&ro->lock);
 }
 
+/* After an interrupt, deletes every sandbox a task holds (once), which kills the commands
+ * running in them; the tasks then see the interrupt and record it. */
+static void *watcher(void *arg)
+{
+	rollout *ro = arg;
+	for (;;) {
+		pthread_mutex_lock(&ro->lock);
+		int fin = ro->finished;
+		pthread_mutex_unlock(&ro->lock);
+		if (fin)
+			return NULL;
+		if (interrupted)
+			break;
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	for (size_t i = 0; i < ro->n; i++) {
+		char id[SBX_ID_MAX];
+		pthread_mutex_lock(&ro->lock);
+		memcpy(id, ro->tasks[i].sandbox, sizeof(id));
+		pthread_mutex_unlock(&ro->lock);
+		id[sizeof(id) - 1] = '\0';
+		if (!id[0])
+			continue;
+		sbx_error derr = {0};
+		if (sbx_destroy(ro->host, id, &derr) != SBX_OK)
+			fprintf(stderr, "sbx: rollout: delete %s: %s\n", id, derr.message);
+	}
+	return NULL;
+}
+
+/* A result line for a task the interrupt kept from starting. */
+static void mark_not_started(rollout *ro, task *t)
+{
+	json_t *spec = t->spec, *dsv = json_object_get(spec, "data_source");
+	sbx_error err = {0};
+	snprintf(err.message, sizeof(err.message), "rollout: interrupted before the task started");
+	json_t *ds = json_is_integer(dsv) ? json_sprintf("%lld", (long long)json_integer_value(dsv))
+					  : json_string(dsv ? json_string_value(dsv) : "default");
+	json_t *res = json_pack("{s:O,s:o,s:n,s:b,s:b,s:o,s:[]}", "id", json_object_get(spec, "id"),
+				"data_source", ds, "sandbox_id", "ok", 0, "interrupted", 1,
+				"infra_error", infra("queued", SBX_E_CANCELLED, &err), "commands");
+	char *line = res ? json_dumps(res, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	if (line)
+		fprintf(ro->out, "%s\n", line);
+	free(line);
+	json_decref(res);
+}
+
 static void *worker(void *arg)
 {
 	rollout *ro = arg;
@@ -414,9 +527,135 @@ static void *worker(void *arg)
 	}
 }
 
+/* A task's data_source names a configured one (by name, "default", or index); otherwise
+ * prints "TASKS:LINE: ..." with the configured names and returns 0. */
+static int data_source_known(const sbx_host *h, json_t *dsv, const char *file, size_t line)
+{
+	size_t n = sbx_data_source_count(h);
+	if (!dsv)
+		return 1;
+	if (json_is_integer(dsv)) {
+		json_int_t i = json_integer_value(dsv);
+		if (i >= 0 && (size_t)i < n)
+			return 1;
+	} else {
+		const char *want = json_string_value(dsv);
+		if (strcmp(want, "default") == 0)
+			return 1;
+		for (size_t i = 0; i < n; i++) {
+			const char *name = NULL;
+			if (sbx_data_source_get(h, i, &name, NULL, NULL) == SBX_OK && name &&
+			    strcmp(name, want) == 0)
+				return 1;
+		}
+		char *end = NULL;
+		unsigned long long idx = strtoull(want, &end, 10);
+		if (want[0] >= '0' && want[0] <= '9' && !*end && idx < n)
+			return 1;
+	}
+	char names[400] = "default";
+	for (size_t i = 0; i < n; i++) {
+		const char *name = NULL;
+		size_t used = strlen(names);
+		if (sbx_data_source_get(h, i, &name, NULL, NULL) != SBX_OK || !name)
+			continue;
+		if (used + strlen(name) + 8 >= sizeof(names)) {
+			snprintf(names + used, sizeof(names) - used, ", ...");
+			break;
+		}
+		snprintf(names + used, sizeof(names) - used, ", %s", name);
+	}
+	char *text = json_dumps(dsv, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+	fprintf(stderr, "sbx: rollout: %s:%zu: unknown data_source %s (configured: %s)\n", file,
+		line, text ? text : "?", names);
+	free(text);
+	return 0;
+}
+
+/* --resume: rewrites `path` keeping the result lines of tasks that finished (not
+ * interrupted, whole JSON) and drops those tasks from the run. A missing file resumes
+ * nothing. Nonzero (after a message) when the file cannot be read or rewritten. */
+static int keep_finished(rollout *ro, const char *path)
+{
+	FILE *in = fopen(path, "r");
+	if (!in) {
+		if (errno == ENOENT)
+			return 0;
+		fprintf(stderr, "sbx: rollout: cannot read %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	char *tmp = NULL;
+	if (asprintf(&tmp, "%s.resume-%ld", path, (long)getpid()) < 0) {
+		fclose(in);
+		fprintf(stderr, "sbx: rollout: out of memory\n");
+		return 1;
+	}
+	FILE *outf = fopen(tmp, "w");
+	json_t *done = json_object();
+	int rc = 0;
+	if (!outf || !done) {
+		fprintf(stderr, "sbx: rollout: cannot write %s: %s\n", tmp, strerror(errno));
+		rc = 1;
+		goto out;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, in) >= 0) {
+		json_t *r = json_loads(line, 0, NULL);
+		json_t *id = json_object_get(r, "id");
+		if (r && (json_is_string(id) || json_is_integer(id)) &&
+		    !json_is_true(json_object_get(r, "interrupted"))) {
+			json_t *key = json_is_integer(id)
+					  ? json_sprintf("#%lld", (long long)json_integer_value(id))
+					  : json_sprintf("$%s", json_string_value(id));
+			if (key && !json_object_get(done, json_string_value(key))) {
+				json_object_set_new(done, json_string_value(key), json_true());
+				fputs(line, outf);
+				if (line[strlen(line) - 1] != '\n')
+					fputc('\n', outf);
+			}
+			json_decref(key);
+		}
+		json_decref(r);
+	}
+	free(line);
+	if (fclose(outf) != 0 || rename(tmp, path) != 0) {
+		fprintf(stderr, "sbx: rollout: cannot rewrite %s: %s\n", path, strerror(errno));
+		outf = NULL;
+		rc = 1;
+		goto out;
+	}
+	outf = NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < ro->n; i++) {
+		json_t *id = json_object_get(ro->tasks[i].spec, "id");
+		json_t *key = json_is_integer(id)
+				  ? json_sprintf("#%lld", (long long)json_integer_value(id))
+				  : json_sprintf("$%s", json_string_value(id));
+		int skip = key && json_object_get(done, json_string_value(key));
+		json_decref(key);
+		if (skip)
+			json_decref(ro->tasks[i].spec);
+		else
+			ro->tasks[k++] = ro->tasks[i];
+	}
+	fprintf(stderr, "rollout: resuming: %zu of %zu tasks already done\n", ro->n - k, ro->n);
+	ro->n = k;
+out:
+	if (outf) {
+		fclose(outf);
+		unlink(tmp);
+	}
+	free(tmp);
+	json_decref(done);
+	fclose(in);
+	return rc;
+}
+
 int cmd_rollout(const cli_globals *g, int argc, char **argv)
 {
 	const char *output = NULL, *tasks_path = NULL;
+	int resume = 0;
 	cli_globals local = *g;
 	long conc = 8;
 	for (int i = 1; i < argc; i++) {
@@ -428,6 +667,8 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 			output = argv[++i];
 		} else if (strcmp(a, "--config") == 0 && i + 1 < argc) {
 			local.config = argv[++i];
+		} else if (strcmp(a, "--resume") == 0) {
+			resume = 1;
 		} else if (strcmp(a, "--concurrency") == 0 && i + 1 < argc) {
 			char *end = NULL;
 			conc = strtol(argv[++i], &end, 10);
@@ -446,6 +687,8 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	}
 	if (!tasks_path)
 		return cli_usage_error(rollout_usage, "rollout", "missing TASKS.jsonl");
+	if (resume && !output)
+		return cli_usage_error(rollout_usage, "rollout", "--resume needs --output FILE");
 	FILE *in = strcmp(tasks_path, "-") == 0 ? stdin : fopen(tasks_path, "r");
 	if (!in) {
 		fprintf(stderr, "sbx: rollout: cannot open %s: %s\n", tasks_path, strerror(errno));
@@ -498,6 +741,8 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		}
 		ro.tasks[ro.n].spec = t;
 		ro.tasks[ro.n].result = NULL;
+		ro.tasks[ro.n].line = lineno;
+		ro.tasks[ro.n].sandbox[0] = '\0';
 		ro.n++;
 	}
 	free(line);
@@ -512,7 +757,20 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	rc = cli_open_host(&local, &ro.host);
 	if (rc != CLI_OK)
 		goto out;
-	ro.out = output ? fopen(output, "w") : stdout;
+	/* Every task's data source must exist before anything runs. */
+	for (size_t i = 0; i < ro.n; i++)
+		if (!data_source_known(ro.host, json_object_get(ro.tasks[i].spec, "data_source"),
+				       tasks_path, ro.tasks[i].line))
+			bad = 1;
+	if (bad) {
+		rc = CLI_USAGE;
+		goto out;
+	}
+	if (resume && keep_finished(&ro, output) != 0) {
+		rc = CLI_USAGE;
+		goto out;
+	}
+	ro.out = output ? fopen(output, resume ? "a" : "w") : stdout;
 	if (!ro.out) {
 		fprintf(stderr, "sbx: rollout: cannot write %s: %s\n", output, strerror(errno));
 		rc = CLI_USAGE;
@@ -527,6 +785,8 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	ro.started = now();
+	pthread_t watch;
+	int have_watcher = pthread_create(&watch, NULL, watcher, &ro) == 0;
 	size_t nthreads = (size_t)conc < ro.n ? (size_t)conc : ro.n;
 	pthread_t *th = calloc(nthreads ? nthreads : 1, sizeof(*th));
 	size_t started = 0;
@@ -538,6 +798,14 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	for (size_t i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	free(th);
+	pthread_mutex_lock(&ro.lock);
+	ro.finished = 1;
+	pthread_mutex_unlock(&ro.lock);
+	if (have_watcher)
+		pthread_join(watch, NULL);
+	for (size_t i = ro.next; i < ro.n; i++)
+		mark_not_started(&ro, &ro.tasks[i]);
+	fflush(ro.out);
 	double wall = now() - ro.started;
 	if (ro.progress)
 		fputc('\n', stderr);
