@@ -14,7 +14,9 @@
  * grep -z reads environ's NUL-separated entries (busybox grep stops a line at a NUL).
  * The command starts through an inner sh that writes its own pid (the session leader's,
  * setsid not needing to fork there) before it execs, so the wrapper waits for it in the
- * foreground: an asynchronous list would start it with SIGINT and SIGQUIT ignored. */
+ * foreground: an asynchronous list would start it with SIGINT and SIGQUIT ignored. The
+ * wrapper's own stderr is /dev/null (a shell reports a foreground child's signal death,
+ * "Killed", there); the command gets the real one back through fd 3. */
 static const char script[] =
     "m=$1 t=$2; shift 2\n"
     "f=/tmp/.sbx-exec-$t i=/tmp/.sbx-stdin-$t\n"
@@ -41,20 +43,21 @@ static const char script[] =
     "  sweep; r=$?; rm -f -- \"$f\" \"$i\"; exit $r\n"
     "fi\n"
     "o=$1 s=$2 d=$3 n=$4; shift 4\n"
+    "exec 3>&2 2>/dev/null\n"
     "while [ \"$n\" -gt 0 ]; do export \"$1\" || exit 126; shift; n=$((n - 1)); done\n"
-    "if [ -n \"$d\" ]; then cd -- \"$d\" 2>/dev/null || { echo \"sbx-exec: no such directory: $d\" "
-    ">&2; exit 126; }; fi\n"
+    "if [ -n \"$d\" ]; then cd -- \"$d\" || { echo \"sbx-exec: no such directory: $d\" >&3; "
+    "exit 126; }; fi\n"
     "if [ \"$1\" = s ]; then\n"
-    "  if command -v bash >/dev/null 2>&1; then set -- bash -c \"$2\"; else set -- sh -c \"$2\"; "
-    "fi\n"
+    "  if command -v bash >/dev/null; then set -- bash -c \"$2\"; else set -- sh -c \"$2\"; fi\n"
     "else shift; fi\n"
-    "S=; command -v setsid >/dev/null 2>&1 && S=setsid\n"
-    "L='echo $$ >\"$0\"; exec \"$@\"'\n"
+    "S=; command -v setsid >/dev/null && S=setsid\n"
+    "L='echo $$ >\"$0\"; exec 2>&3 3>&-; exec \"$@\"'\n"
     "case $s in\n"
-    "f) [ -r \"$i\" ] || { echo \"sbx-exec: no stdin file $i\" >&2; exit 126; }; exec <\"$i\"; "
+    "f) [ -r \"$i\" ] || { echo \"sbx-exec: no stdin file $i\" >&3; exit 126; }; exec <\"$i\"; "
     "rm -f -- \"$i\"\n"
     "  SBX_EXEC_TOKEN=$t sh -c \"$L\" \"$f\" $S \"$@\";;\n"
-    "p*) SBX_EXEC_TOKEN=$t head -c \"${s#p}\" | SBX_EXEC_TOKEN=$t sh -c \"$L\" \"$f\" $S \"$@\";;\n"
+    "p*) SBX_EXEC_TOKEN=$t head -c \"${s#p}\" 3>&- | SBX_EXEC_TOKEN=$t sh -c \"$L\" \"$f\" $S "
+    "\"$@\";;\n"
     "*) SBX_EXEC_TOKEN=$t sh -c \"$L\" \"$f\" $S \"$@\" </dev/null;;\n"
     "esac\n"
     "r=$?\n"

@@ -371,6 +371,17 @@ BOTH(the_killer_ends_the_whole_tree_of_a_running_command)
 	cr_assert_neq(access(pidfile, F_OK), 0);
 }
 
+BOTH(a_signal_death_is_not_reported_on_stderr)
+{
+	sbxs_rexec x = {.token = token, .shell = "echo out; echo err >&2; kill -9 $$"};
+	ran r;
+	run(&x, NULL, &r);
+	cr_assert(exited(&r, 137), "%d", r.status);
+	cr_assert_str_eq(r.out, "out\n");
+	cr_assert_str_eq(r.err, "err\n",
+			 "the shell's \"Killed\" must not reach the command's stderr");
+}
+
 BOTH(reraise_dies_of_the_commands_signal_but_never_stops)
 {
 	sbxs_rexec x = {.token = token, .shell = "kill -TERM $$"};
