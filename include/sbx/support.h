@@ -10,6 +10,7 @@
 #include <sbx/support/host.h>
 #include <sbx/support/http.h>
 #include <sbx/support/json.h>
+#include <sbx/support/path.h>
 #include <sbx/support/random.h>
 #include <sbx/support/rexec.h>
 

@@ -22,16 +22,13 @@ static const sbxs_conf rows[] = {
      .at = offsetof(custom_state, root_key)},
 };
 
-static sbx_config_key keys[SBXS_COUNT(rows)];
-
 static int custom_init(const sbx_config *cfg, void **state, sbx_error *err)
 {
-	custom_state *st = sbxs_zalloc(sizeof(*st));
-	if (!st)
-		return sbxs_nomem(err, CUSTOM_ALIAS, "init");
-	int rc = sbxs_conf_read(CUSTOM_ALIAS, cfg, rows, SBXS_COUNT(rows), st, err);
+	custom_state *st = NULL;
+	int rc = sbxs_conf_new(CUSTOM_ALIAS, cfg, rows, SBXS_COUNT(rows), sizeof(*st), (void **)&st,
+			       err);
 	if (rc != SBX_OK)
-		goto fail;
+		return rc;
 	int n = st->root_key
 		    ? snprintf(st->root, sizeof(st->root), "%s", st->root_key)
 		    : snprintf(st->root, sizeof(st->root), "%s/custom", sbxs_host->state_dir());
@@ -58,17 +55,11 @@ static void custom_fini(void *state)
 
 SBX_EXPORT int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 {
-	sbxs_host_set(host);
-	sbxs_conf_keys(rows, SBXS_COUNT(rows), keys);
+	static sbx_config_key keys[SBXS_COUNT(rows)];
 	sbx_plugin_desc d = {
-	    .struct_size = sizeof(d),
-	    .abi_major = SBX_ABI_MAJOR,
-	    .abi_minor = SBX_ABI_MINOR,
 	    .alias = CUSTOM_ALIAS,
 	    .version = "1.0",
 	    .description = "scratch-directory sandboxes (third-party plugin example)",
-	    .keys = keys,
-	    .n_keys = SBXS_COUNT(keys),
 	    .flags = SBX_PLUGIN_THREAD_SAFE,
 	    .init = custom_init,
 	    .fini = custom_fini,
@@ -76,5 +67,5 @@ SBX_EXPORT int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 	    .execute = custom_execute,
 	    .destroy = custom_destroy,
 	};
-	return host->register_sandbox(reg, &d);
+	return sbxs_register(host, reg, &d, rows, keys, SBXS_COUNT(rows));
 }

@@ -77,8 +77,6 @@ static const sbxs_conf rows[] = {
      .flags = SBXS_CONF_RANGE | SBXS_CONF_ABOVE_MIN},
 };
 
-static sbx_config_key keys[SBXS_COUNT(rows)];
-
 static json_t *parse(const char *text)
 {
 	return text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
@@ -180,16 +178,15 @@ static void docker_fini(void *state)
 
 static int docker_init(const sbx_config *cfg, void **state, sbx_error *err)
 {
+	docker_state *st = NULL;
 	int rc = sbxs_http_init(DOCKER_ALIAS, err);
 	if (rc != SBX_OK)
 		return rc;
-	docker_state *st = sbxs_zalloc(sizeof(*st));
-	if (!st) {
+	if ((rc = sbxs_conf_new(DOCKER_ALIAS, cfg, rows, SBXS_COUNT(rows), sizeof(*st),
+				(void **)&st, err)) != SBX_OK) {
 		sbxs_http_fini();
-		return sbxs_nomem(err, DOCKER_ALIAS, "init");
+		return rc;
 	}
-	if ((rc = sbxs_conf_read(DOCKER_ALIAS, cfg, rows, SBXS_COUNT(rows), st, err)) != SBX_OK)
-		goto out;
 	if (st->set.working_dir[0] != '/') {
 		rc = sbxs_host->set_error(err, SBX_E_CONFIG,
 					  "docker: working_dir '%.200s' is not an absolute path",
@@ -231,14 +228,11 @@ static int docker_info(void *state, char **json, sbx_error *err)
 
 int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 {
-	sbxs_host_set(host);
-	sbxs_conf_keys(rows, SBXS_COUNT(rows), keys);
+	static sbx_config_key keys[SBXS_COUNT(rows)];
 	sbx_plugin_desc d = {
 	    .alias = DOCKER_ALIAS,
 	    .version = "0.1.0",
 	    .description = "containers through the Docker Engine API (Docker or Podman)",
-	    .keys = keys,
-	    .n_keys = (uint32_t)SBXS_COUNT(keys),
 	    .flags = SBX_PLUGIN_THREAD_SAFE,
 	    .init = docker_init,
 	    .fini = docker_fini,
@@ -257,6 +251,5 @@ int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 	    .list_by_label = docker_list_by_label,
 	    .info = docker_info,
 	};
-	SBX_INIT_HEADER(d);
-	return host->register_sandbox(reg, &d);
+	return sbxs_register(host, reg, &d, rows, keys, SBXS_COUNT(rows));
 }

@@ -12,6 +12,18 @@
 #include "state.h"
 #include "tarball.h"
 
+/* The op's container and path: a container id, and the path resolved beneath the work dir
+ * (follow: through a final symlink too) into full[4096]. */
+static int target(docker_state *st, const char *id, const char *path, int follow, const char *op,
+		  char *full, sbx_error *err)
+{
+	int rc = docker_id_check(id, op, err);
+	if (rc == SBX_OK)
+		rc = docker_resolve(&st->engine, st->set.working_dir, id, path, follow, full, 4096,
+				    op, err);
+	return rc;
+}
+
 static int split(const char *full, char *dir, size_t cap, const char **name)
 {
 	const char *slash = strrchr(full, '/');
@@ -34,9 +46,7 @@ int docker_write_file(void *state, const char *id, const char *path, const void 
 	const char *name;
 	docker_resp resp = {0};
 	int rc;
-	if ((rc = docker_id_check(id, "write", err)) != SBX_OK ||
-	    (rc = docker_resolve(&st->engine, st->set.working_dir, id, path, 1, full, sizeof(full),
-				 "write", err)) != SBX_OK)
+	if ((rc = target(st, id, path, 1, "write", full, err)) != SBX_OK)
 		return rc;
 	if (split(full, dir, sizeof(dir), &name) != SBX_OK)
 		return sbxs_host->set_error(err, SBX_E_PATH,
@@ -72,9 +82,7 @@ int docker_read_file(void *state, const char *id, const char *path, void **data,
 	docker_state *st = state;
 	char full[4096], link[4096];
 	int rc;
-	if ((rc = docker_id_check(id, "read", err)) != SBX_OK ||
-	    (rc = docker_resolve(&st->engine, st->set.working_dir, id, path, 1, full, sizeof(full),
-				 "read", err)) != SBX_OK)
+	if ((rc = target(st, id, path, 1, "read", full, err)) != SBX_OK)
 		return rc;
 	/* The archive holds a symlink itself, not its target: follow a few by hand. */
 	for (int hops = 0; hops < 8; hops++) {
@@ -110,9 +118,7 @@ int docker_stat_file(void *state, const char *id, const char *path, sbx_file_inf
 	docker_state *st = state;
 	char full[4096];
 	int rc;
-	if ((rc = docker_id_check(id, "stat", err)) != SBX_OK ||
-	    (rc = docker_resolve(&st->engine, st->set.working_dir, id, path, 0, full, sizeof(full),
-				 "stat", err)) != SBX_OK)
+	if ((rc = target(st, id, path, 0, "stat", full, err)) != SBX_OK)
 		return rc;
 	rc = docker_stat_raw(&st->engine, id, full, info, NULL, 0, err);
 	return rc == SBX_E_NO_FILE ? docker_missing(&st->engine, id, "stat", full, err) : rc;
@@ -125,9 +131,7 @@ int docker_list_dir(void *state, const char *id, const char *path, sbx_file_info
 	char full[4096];
 	docker_resp resp = {0};
 	int rc;
-	if ((rc = docker_id_check(id, "list", err)) != SBX_OK ||
-	    (rc = docker_resolve(&st->engine, st->set.working_dir, id, path, 1, full, sizeof(full),
-				 "list", err)) != SBX_OK)
+	if ((rc = target(st, id, path, 1, "list", full, err)) != SBX_OK)
 		return rc;
 	if ((rc = docker_get_archive(&st->engine, id, full, "list", &resp, err)) != SBX_OK)
 		return rc;
@@ -165,9 +169,7 @@ int docker_make_dir(void *state, const char *id, const char *path, uint32_t pare
 	docker_state *st = state;
 	char full[4096];
 	int rc;
-	if ((rc = docker_id_check(id, "mkdir", err)) != SBX_OK ||
-	    (rc = docker_resolve(&st->engine, st->set.working_dir, id, path, 1, full, sizeof(full),
-				 "mkdir", err)) != SBX_OK)
+	if ((rc = target(st, id, path, 1, "mkdir", full, err)) != SBX_OK)
 		return rc;
 	const char *argv_p[] = {"mkdir", "-p", "--", full, NULL};
 	const char *argv[] = {"mkdir", "--", full, NULL};
@@ -181,9 +183,7 @@ int docker_remove_path(void *state, const char *id, const char *path, uint32_t r
 	char full[4096];
 	sbx_file_info fi;
 	int rc;
-	if ((rc = docker_id_check(id, "remove", err)) != SBX_OK ||
-	    (rc = docker_resolve(&st->engine, st->set.working_dir, id, path, 0, full, sizeof(full),
-				 "remove", err)) != SBX_OK)
+	if ((rc = target(st, id, path, 0, "remove", full, err)) != SBX_OK)
 		return rc;
 	if (strcmp(full, "/") == 0)
 		return sbxs_host->set_error(err, SBX_E_PATH,

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <sbx/support/host.h>
+#include <sbx/support/path.h>
 
 #include "archive.h"
 #include "paths.h"
@@ -35,46 +36,6 @@ int docker_path(const char *work_dir, const char *path, char *buf, size_t cap, c
 	return SBX_OK;
 }
 
-/* Collapses "//", "." and ".." of an absolute path in place. */
-static void normalize(char *p)
-{
-	char out[4096];
-	size_t o = 0;
-	const char *s = p;
-	while (*s) {
-		while (*s == '/')
-			s++;
-		if (!*s)
-			break;
-		size_t l = strcspn(s, "/");
-		if (l == 1 && s[0] == '.') {
-			/* nothing */
-		} else if (l == 2 && s[0] == '.' && s[1] == '.') {
-			while (o > 0 && out[o - 1] != '/')
-				o--;
-			if (o > 0)
-				o--;
-		} else if (o + 1 + l < sizeof(out)) {
-			out[o++] = '/';
-			memcpy(out + o, s, l);
-			o += l;
-		}
-		s += l;
-	}
-	if (o == 0)
-		out[o++] = '/';
-	out[o] = '\0';
-	memcpy(p, out, o + 1);
-}
-
-static int beneath(const char *root, const char *p)
-{
-	size_t n = strlen(root);
-	if (n == 1)
-		return 1;
-	return strncmp(p, root, n) == 0 && (p[n] == '\0' || p[n] == '/');
-}
-
 int docker_resolve(docker_engine *e, const char *work_dir, const char *id, const char *path,
 		   int follow_final, char *buf, size_t cap, const char *op, sbx_error *err)
 {
@@ -85,8 +46,8 @@ int docker_resolve(docker_engine *e, const char *work_dir, const char *id, const
 	 * component at a time, as the kernel would, and check every link's target. */
 	char cur[4096], rest[4096], link[4096];
 	int hops = 0;
-	snprintf(cur, sizeof(cur), "%s", work_dir);
-	normalize(cur);
+	if (!sbxs_path_normalize(work_dir, cur, sizeof(cur)))
+		return sbxs_host->set_error(err, SBX_E_PATH, "docker: %s: path is too long", op);
 	snprintf(rest, sizeof(rest), "%s", buf + strlen(work_dir));
 	const char *r = rest;
 	while (*r) {
@@ -133,8 +94,10 @@ int docker_resolve(docker_engine *e, const char *work_dir, const char *id, const
 			if (n < 0 || (size_t)n >= sizeof(target))
 				return sbxs_host->set_error(err, SBX_E_PATH,
 							    "docker: %s: path is too long", op);
-			normalize(target);
-			if (!beneath(work_dir, target))
+			if (!sbxs_path_normalize(target, target, sizeof(target)))
+				return sbxs_host->set_error(err, SBX_E_PATH,
+							    "docker: %s: path is too long", op);
+			if (!sbxs_path_beneath(work_dir, target))
 				return sbxs_host->set_error(
 				    err, SBX_E_PATH,
 				    "docker: %s: '%.200s' leaves the work dir through "
@@ -146,8 +109,7 @@ int docker_resolve(docker_engine *e, const char *work_dir, const char *id, const
 		}
 		r = after;
 	}
-	normalize(cur);
-	if (strlen(cur) >= cap)
+	if (!sbxs_path_normalize(cur, cur, sizeof(cur)) || strlen(cur) >= cap)
 		return sbxs_host->set_error(err, SBX_E_PATH, "docker: %s: path is too long", op);
 	memcpy(buf, cur, strlen(cur) + 1);
 	return SBX_OK;

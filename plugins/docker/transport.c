@@ -139,14 +139,13 @@ int docker_transport_error(const docker_engine *e, const char *what, CURLcode co
 void docker_stream_req(docker_engine *e, const char *method, const char *url, const char *what,
 		       sbxs_http_req *req)
 {
-	memset(req, 0, sizeof(*req));
-	req->alias = DOCKER_ALIAS;
-	req->method = method;
-	req->url = url;
-	req->what = what;
-	req->share = e->share;
-	req->setup = setup_stream;
-	req->ctx = e;
+	*req = (sbxs_http_req){.alias = DOCKER_ALIAS,
+			       .method = method,
+			       .url = url,
+			       .what = what,
+			       .share = e->share,
+			       .setup = setup_stream,
+			       .ctx = e};
 }
 
 /* One request to a URL path of the engine (versioned or not). */

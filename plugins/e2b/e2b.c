@@ -101,8 +101,6 @@ static const sbxs_conf rows[] = {
      .flags = SBXS_CONF_RANGE | SBXS_CONF_ABOVE_MIN},
 };
 
-static sbx_config_key keys[SBXS_COUNT(rows)];
-
 /* A map of the config as an object of strings (numbers and bools written as JSON). */
 static int read_map(const char *key, const char *text, json_t **dst, sbx_error *err)
 {
@@ -194,18 +192,17 @@ static int derive(e2b_state *st, sbx_error *err)
 
 static int e2b_init(const sbx_config *cfg, void **state, sbx_error *err)
 {
+	e2b_state *st = NULL;
 	int rc = sbxs_http_init(E2B_ALIAS, err);
 	if (rc != SBX_OK)
 		return rc;
-	e2b_state *st = sbxs_zalloc(sizeof(*st));
-	if (!st) {
+	if ((rc = sbxs_conf_new(E2B_ALIAS, cfg, rows, SBXS_COUNT(rows), sizeof(*st), (void **)&st,
+				err)) != SBX_OK) {
 		sbxs_http_fini();
-		return sbxs_nomem(err, E2B_ALIAS, "init");
+		return rc;
 	}
 	pthread_mutex_init(&st->lock, NULL);
-	if ((rc = sbxs_conf_read(E2B_ALIAS, cfg, rows, SBXS_COUNT(rows), st, err)) == SBX_OK)
-		rc = derive(st, err);
-	if (rc != SBX_OK)
+	if ((rc = derive(st, err)) != SBX_OK)
 		e2b_fini(st);
 	else
 		*state = st;
@@ -228,14 +225,11 @@ static int e2b_info(void *state, char **json, sbx_error *err)
 
 int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 {
-	sbxs_host_set(host);
-	sbxs_conf_keys(rows, SBXS_COUNT(rows), keys);
+	static sbx_config_key keys[SBXS_COUNT(rows)];
 	sbx_plugin_desc d = {
 	    .alias = E2B_ALIAS,
 	    .version = "0.1.0",
 	    .description = "sandboxes on E2B or an E2B-compatible gateway (REST + envd)",
-	    .keys = keys,
-	    .n_keys = (uint32_t)SBXS_COUNT(keys),
 	    .flags = SBX_PLUGIN_THREAD_SAFE,
 	    .init = e2b_init,
 	    .fini = e2b_fini,
@@ -254,6 +248,5 @@ int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 	    .list_by_label = e2b_list_by_label,
 	    .info = e2b_info,
 	};
-	SBX_INIT_HEADER(d);
-	return host->register_sandbox(reg, &d);
+	return sbxs_register(host, reg, &d, rows, keys, SBXS_COUNT(rows));
 }

@@ -157,13 +157,12 @@ static int setup(void *ctx, CURL *easy, struct curl_slist **headers, sbx_error *
 void e2b_envd_req(e2b_envd_call *call, const char *method, const char *url, const char *what,
 		  sbxs_http_req *req)
 {
-	memset(req, 0, sizeof(*req));
-	req->alias = E2B_ALIAS;
-	req->method = method;
-	req->url = url;
-	req->what = what;
-	req->setup = setup;
-	req->ctx = call;
+	*req = (sbxs_http_req){.alias = E2B_ALIAS,
+			       .method = method,
+			       .url = url,
+			       .what = what,
+			       .setup = setup,
+			       .ctx = call};
 }
 
 int e2b_unary(e2b_state *st, const char *id, const char *method, const json_t *req, json_t **resp,

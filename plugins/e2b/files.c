@@ -9,40 +9,11 @@
 
 #include <sbx/support/clock.h>
 #include <sbx/support/host.h>
+#include <sbx/support/path.h>
 
 #include "envd.h"
 #include "files.h"
 #include "process.h"
-
-/* Appends component c (len n) to the absolute path in buf, resolving "." and ".."
- * lexically. Returns 0 when buf would overflow. */
-static int join_component(char *buf, size_t cap, const char *c, size_t n)
-{
-	size_t l = strlen(buf);
-	if (n == 0 || (n == 1 && c[0] == '.'))
-		return 1;
-	if (n == 2 && c[0] == '.' && c[1] == '.') {
-		while (l > 1 && buf[l - 1] != '/')
-			l--;
-		if (l > 1)
-			l--;
-		buf[l] = '\0';
-		return 1;
-	}
-	if (l + 1 + n + 1 > cap)
-		return 0;
-	if (l > 1)
-		buf[l++] = '/';
-	memcpy(buf + l, c, n);
-	buf[l + n] = '\0';
-	return 1;
-}
-
-static int within(const char *home, const char *p)
-{
-	size_t hl = strlen(home);
-	return strncmp(p, home, hl) == 0 && (p[hl] == '\0' || p[hl] == '/' || hl == 1);
-}
 
 /* A relative path must stay beneath the work dir (the user's home), also through symlinks
  * (one level: a link's target is checked, not links inside that target). Absolute paths are
@@ -61,7 +32,7 @@ static int check_path(e2b_state *st, const char *id, const char *path, int follo
 		size_t n = strcspn(c, "/");
 		if (n == 2 && c[0] == '.' && c[1] == '.' && strcmp(cur, "/h") == 0)
 			goto refuse;
-		if (!join_component(cur, sizeof(cur), c, n))
+		if (!sbxs_path_push(cur, sizeof(cur), c, n))
 			goto refuse;
 		c += n;
 		c += *c == '/';
@@ -100,9 +71,9 @@ static int check_path(e2b_state *st, const char *id, const char *path, int follo
 		}
 		char dir[2048];
 		snprintf(dir, sizeof(dir), "%s", cur);
-		if (!join_component(cur, sizeof(cur), c, n))
+		if (!sbxs_path_push(cur, sizeof(cur), c, n))
 			goto refuse;
-		if (!within(home, cur))
+		if (!sbxs_path_beneath(home, cur))
 			goto refuse;
 		if (rel[0] && (!last || follow_last) && n && !(n == 1 && c[0] == '.') &&
 		    !(n == 2 && c[0] == '.' && c[1] == '.')) {
@@ -122,14 +93,14 @@ static int check_path(e2b_state *st, const char *id, const char *path, int follo
 				snprintf(t, sizeof(t), "%s", target[0] == '/' ? "/" : dir);
 				for (const char *x = target; *x;) {
 					size_t m = strcspn(x, "/");
-					if (!join_component(t, sizeof(t), x, m)) {
+					if (!sbxs_path_push(t, sizeof(t), x, m)) {
 						json_decref(resp);
 						goto refuse;
 					}
 					x += m;
 					x += *x == '/';
 				}
-				if (!within(home, t)) {
+				if (!sbxs_path_beneath(home, t)) {
 					json_decref(resp);
 					goto refuse;
 				}

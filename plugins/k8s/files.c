@@ -60,130 +60,136 @@ static const char *first_line(sbxs_buf *b)
 	"case $(basename -- \"$q\") in ..|.) chk \"$q\";; *) chk \"$(dirname -- \"$q\")\";; " \
 	"esac; }; "
 
-static int path_refused(const char *op, const char *path, sbx_error *err)
-{
-	return sbxs_host->set_error(err, SBX_E_PATH,
-				    "k8s: %s %s: the path leaves the sandbox work dir", op, path);
-}
+/* One file op's script: its name (the script's $0), text (arguments: the path, then op
+ * specific ones) and the messages of its exit statuses 3 (SBX_E_NO_FILE) and 4
+ * (SBX_E_INVAL); NULL where the script never exits so. */
+typedef struct file_script {
+	const char *op;
+	const char *name;
+	const char *text;
+	const char *missing;
+	const char *wrong_kind;
+} file_script;
 
-/* Runs one file-op script and maps its exit status, the same for every op: 5 the path leaves
- * the work dir, 3 `missing` (SBX_E_NO_FILE), 4 `wrong_kind` (SBX_E_INVAL), any other nonzero
- * an I/O error quoting the script's first stderr line. A NULL message means the script never
- * uses that status. The caller frees c's buffers on every path. */
-static int run_file_op(k8s_state *st, const char *id, const char *const *argv, const void *in,
-		       size_t in_len, int has_in, const char *op, const char *path,
-		       const char *missing, const char *wrong_kind, collect *c, sbx_error *err)
+static const file_script read_script = {
+    "read", "sbx-read",
+    PATH_CHECK "chk \"$1\"; [ -e \"$1\" ] || exit 3; [ -d \"$1\" ] && exit 4; "
+	       "exec cat -- \"$1\"",
+    "no such file", "is a directory"};
+
+/* $2 the byte count, $3 the mode. head -c needs no stdin EOF, so this works under v4 too;
+ * the temp file and mv make the replacement atomic. */
+static const file_script write_script = {
+    "write", "sbx-write",
+    PATH_CHECK "chk \"$1\"; t=\"$1.sbx-tmp.$$\"; mkdir -p -- \"$(dirname -- \"$1\")\" && "
+	       "head -c \"$2\" > \"$t\" && chmod \"$3\" \"$t\" && mv -f -- \"$t\" "
+	       "\"$1\" || { rm -f -- \"$t\"; exit 1; }",
+    NULL, NULL};
+
+/* $2 1: recursive. */
+static const file_script remove_script = {
+    "remove", "sbx-rm",
+    PATH_CHECK "chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
+	       "if [ \"$2\" = 1 ]; then rm -rf -- \"$1\"; elif [ -d \"$1\" ] && [ ! -L \"$1\" ]; "
+	       "then rmdir -- \"$1\"; else rm -f -- \"$1\"; fi",
+    "no such file", NULL};
+
+/* $2 1: with parents. */
+static const file_script mkdir_script = {"mkdir", "sbx-mkdir",
+					 PATH_CHECK
+					 "chk \"$1\"; if [ \"$2\" = 1 ]; then mkdir -p -- \"$1\"; "
+					 "else mkdir -- \"$1\"; fi",
+					 NULL, NULL};
+
+static const file_script stat_script = {"stat", "sbx-stat",
+					PATH_CHECK
+					"chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
+					"exec stat -c '%f %s %Y %n' -- \"$1\"",
+					"no such file", NULL};
+
+static const file_script list_script = {
+    "list", "sbx-ls",
+    PATH_CHECK "chk \"$1\"; [ -e \"$1\" ] || exit 3; [ -d \"$1\" ] || exit 4; "
+	       "cd -- \"$1\" || exit 1; for e in * .[!.]* ..?*; do "
+	       "[ -e \"$e\" ] || [ -L \"$e\" ] || continue; "
+	       "stat -c '%f %s %Y %n' -- \"$e\"; done",
+    "no such directory", "not a directory"};
+
+/* Runs s on path (a2, a3: its other arguments, NULL when none; stdin: in[in_len] when
+ * has_in) and maps its exit status the same for every op: 5 the path leaves the work dir,
+ * 3 and 4 the script's messages, any other nonzero an I/O error quoting the first line of
+ * its stderr. The output is in c, which the caller frees on every path (collect_free). */
+static int run_op(k8s_state *st, const char *id, const file_script *s, const char *path,
+		  const char *a2, const char *a3, const void *in, size_t in_len, int has_in,
+		  collect *c, sbx_error *err)
 {
 	int code = 0;
-	int rc = run_collect(st, id, argv, in, in_len, has_in, c, &code, err);
+	int rc = k8s_check_id(id, err);
+	if (rc != SBX_OK)
+		return rc;
+	const char *argv[] = {"/bin/sh", "-c", s->text, s->name, path, a2, a3, NULL};
+	rc = run_collect(st, id, argv, in, in_len, has_in, c, &code, err);
 	if (rc != SBX_OK || code == 0)
 		return rc;
 	if (code == 5)
-		return path_refused(op, path, err);
-	if (code == 3 && missing)
-		return sbxs_host->set_error(err, SBX_E_NO_FILE, "k8s: %s %s: %s", op, path,
-					    missing);
-	if (code == 4 && wrong_kind)
-		return sbxs_host->set_error(err, SBX_E_INVAL, "k8s: %s %s: %s", op, path,
-					    wrong_kind);
-	return sbxs_host->set_error(err, SBX_E_IO, "k8s: %s %s: %s", op, path, first_line(&c->err));
+		return sbxs_host->set_error(err, SBX_E_PATH,
+					    "k8s: %s %s: the path leaves the sandbox work dir",
+					    s->op, path);
+	if (code == 3 && s->missing)
+		return sbxs_host->set_error(err, SBX_E_NO_FILE, "k8s: %s %s: %s", s->op, path,
+					    s->missing);
+	if (code == 4 && s->wrong_kind)
+		return sbxs_host->set_error(err, SBX_E_INVAL, "k8s: %s %s: %s", s->op, path,
+					    s->wrong_kind);
+	return sbxs_host->set_error(err, SBX_E_IO, "k8s: %s %s: %s", s->op, path,
+				    first_line(&c->err));
+}
+
+static void collect_free(collect *c)
+{
+	sbxs_buf_free(&c->out);
+	sbxs_buf_free(&c->err);
 }
 
 int k8s_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
 		  sbx_error *err)
 {
-	int rc = k8s_check_id(id, err);
-	if (rc != SBX_OK)
-		return rc;
-	const char *argv[] = {"/bin/sh",
-			      "-c",
-			      PATH_CHECK
-			      "chk \"$1\"; [ -e \"$1\" ] || exit 3; [ -d \"$1\" ] && exit 4; "
-			      "exec cat -- \"$1\"",
-			      "sbx-read",
-			      path,
-			      NULL};
 	collect c = {0};
-	rc = run_file_op(state, id, argv, NULL, 0, 0, "read", path, "no such file",
-			 "is a directory", &c, err);
+	int rc = run_op(state, id, &read_script, path, NULL, NULL, NULL, 0, 0, &c, err);
 	if (rc == SBX_OK && !(*data = sbxs_buf_take(&c.out, len)))
-		rc = sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
-	sbxs_buf_free(&c.out);
-	sbxs_buf_free(&c.err);
+		rc = sbxs_nomem(err, K8S_ALIAS, "read");
+	collect_free(&c);
 	return rc;
 }
 
 int k8s_write_file(void *state, const char *id, const char *path, const void *data, size_t len,
 		   uint32_t mode, sbx_error *err)
 {
-	int rc = k8s_check_id(id, err);
-	if (rc != SBX_OK)
-		return rc;
 	char nbuf[32], mbuf[16];
+	collect c = {0};
 	snprintf(nbuf, sizeof(nbuf), "%zu", len);
 	snprintf(mbuf, sizeof(mbuf), "%o", mode ? mode & 07777 : 0644);
-	/* head -c needs no stdin EOF, so this works under v4 too; the temp file and mv make the
-	 * replacement atomic. */
-	const char *argv[] = {
-	    "/bin/sh",
-	    "-c",
-	    PATH_CHECK "chk \"$1\"; t=\"$1.sbx-tmp.$$\"; mkdir -p -- \"$(dirname -- \"$1\")\" && "
-		       "head -c \"$2\" > \"$t\" && chmod \"$3\" \"$t\" && mv -f -- \"$t\" "
-		       "\"$1\" || { rm -f -- \"$t\"; exit 1; }",
-	    "sbx-write",
-	    path,
-	    nbuf,
-	    mbuf,
-	    NULL};
-	collect c = {0};
-	rc = run_file_op(state, id, argv, data, len, 1, "write", path, NULL, NULL, &c, err);
-	sbxs_buf_free(&c.out);
-	sbxs_buf_free(&c.err);
+	int rc = run_op(state, id, &write_script, path, nbuf, mbuf, data, len, 1, &c, err);
+	collect_free(&c);
 	return rc;
 }
 
 int k8s_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
 		    sbx_error *err)
 {
-	int rc = k8s_check_id(id, err);
-	if (rc != SBX_OK)
-		return rc;
-	const char *argv[] = {"/bin/sh",
-			      "-c",
-			      PATH_CHECK "chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
-					 "if [ \"$2\" = 1 ]; then rm "
-					 "-rf -- \"$1\"; elif [ -d \"$1\" ] && [ ! -L \"$1\" ]; "
-					 "then rmdir -- \"$1\"; else rm -f -- "
-					 "\"$1\"; fi",
-			      "sbx-rm",
-			      path,
-			      recursive ? "1" : "0",
-			      NULL};
 	collect c = {0};
-	rc =
-	    run_file_op(state, id, argv, NULL, 0, 0, "remove", path, "no such file", NULL, &c, err);
-	sbxs_buf_free(&c.out);
-	sbxs_buf_free(&c.err);
+	int rc = run_op(state, id, &remove_script, path, recursive ? "1" : "0", NULL, NULL, 0, 0,
+			&c, err);
+	collect_free(&c);
 	return rc;
 }
 
 int k8s_make_dir(void *state, const char *id, const char *path, uint32_t parents, sbx_error *err)
 {
-	int rc = k8s_check_id(id, err);
-	if (rc != SBX_OK)
-		return rc;
-	const char *argv[] = {"/bin/sh",
-			      "-c",
-			      PATH_CHECK "chk \"$1\"; if [ \"$2\" = 1 ]; then mkdir -p -- \"$1\"; "
-					 "else mkdir -- \"$1\"; fi",
-			      "sbx-mkdir",
-			      path,
-			      parents ? "1" : "0",
-			      NULL};
 	collect c = {0};
-	rc = run_file_op(state, id, argv, NULL, 0, 0, "mkdir", path, NULL, NULL, &c, err);
-	sbxs_buf_free(&c.out);
-	sbxs_buf_free(&c.err);
+	int rc =
+	    run_op(state, id, &mkdir_script, path, parents ? "1" : "0", NULL, NULL, 0, 0, &c, err);
+	collect_free(&c);
 	return rc;
 }
 
@@ -217,46 +223,21 @@ static int parse_stat_line(const char *line, sbx_file_info *info)
 int k8s_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
 		  sbx_error *err)
 {
-	int rc = k8s_check_id(id, err);
-	if (rc != SBX_OK)
-		return rc;
-	const char *argv[] = {"/bin/sh",
-			      "-c",
-			      PATH_CHECK "chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
-					 "exec stat -c '%f %s %Y %n' -- \"$1\"",
-			      "sbx-stat",
-			      path,
-			      NULL};
 	collect c = {0};
-	rc = run_file_op(state, id, argv, NULL, 0, 0, "stat", path, "no such file", NULL, &c, err);
+	int rc = run_op(state, id, &stat_script, path, NULL, NULL, NULL, 0, 0, &c, err);
 	if (rc == SBX_OK && parse_stat_line(first_line(&c.out), info) != 0)
 		rc = sbxs_host->set_error(err, SBX_E_BACKEND,
 					  "k8s: stat %s: unreadable stat output", path);
-	sbxs_buf_free(&c.out);
-	sbxs_buf_free(&c.err);
+	collect_free(&c);
 	return rc;
 }
 
 int k8s_list_dir(void *state, const char *id, const char *path, sbx_file_info **entries, size_t *n,
 		 sbx_error *err)
 {
-	int rc = k8s_check_id(id, err);
-	if (rc != SBX_OK)
-		return rc;
-	const char *argv[] = {"/bin/sh",
-			      "-c",
-			      PATH_CHECK
-			      "chk \"$1\"; [ -e \"$1\" ] || exit 3; [ -d \"$1\" ] || exit 4; "
-			      "cd -- \"$1\" || exit 1; for e in * .[!.]* ..?*; do "
-			      "[ -e \"$e\" ] || [ -L \"$e\" ] || continue; "
-			      "stat -c '%f %s %Y %n' -- \"$e\"; done",
-			      "sbx-ls",
-			      path,
-			      NULL};
 	collect c = {0};
 	sbx_file_info *arr = NULL;
-	rc = run_file_op(state, id, argv, NULL, 0, 0, "list", path, "no such directory",
-			 "not a directory", &c, err);
+	int rc = run_op(state, id, &list_script, path, NULL, NULL, NULL, 0, 0, &c, err);
 	if (rc != SBX_OK)
 		goto out;
 	size_t lines = 0;
@@ -264,7 +245,7 @@ int k8s_list_dir(void *state, const char *id, const char *path, sbx_file_info **
 		lines += c.out.data[i] == '\n';
 	arr = sbxs_host->alloc((lines ? lines : 1) * sizeof(*arr));
 	if (!arr) {
-		rc = sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		rc = sbxs_nomem(err, K8S_ALIAS, "list");
 		goto out;
 	}
 	size_t k = 0;
@@ -283,7 +264,6 @@ int k8s_list_dir(void *state, const char *id, const char *path, sbx_file_info **
 	arr = NULL;
 out:
 	sbxs_host->free(arr);
-	sbxs_buf_free(&c.out);
-	sbxs_buf_free(&c.err);
+	collect_free(&c);
 	return rc;
 }

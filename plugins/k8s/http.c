@@ -131,13 +131,12 @@ static int setup(void *ctx, CURL *easy, struct curl_slist **headers, sbx_error *
 static void request_of(k8s_state *st, const char *method, const char *url, const char *what,
 		       sbxs_http_req *req)
 {
-	memset(req, 0, sizeof(*req));
-	req->alias = K8S_ALIAS;
-	req->method = method;
-	req->url = url;
-	req->what = what;
-	req->setup = setup;
-	req->ctx = st;
+	*req = (sbxs_http_req){.alias = K8S_ALIAS,
+			       .method = method,
+			       .url = url,
+			       .what = what,
+			       .setup = setup,
+			       .ctx = st};
 }
 
 int k8s_request(k8s_state *st, const char *method, const char *path, const char *body,

@@ -102,8 +102,6 @@ static const sbxs_conf rows[] = {
      .choices = "auto|v4"},
 };
 
-static sbx_config_key keys[SBXS_COUNT(rows)];
-
 static void k8s_fini(void *state)
 {
 	k8s_state *st = state;
@@ -138,18 +136,18 @@ static int load_conn(k8s_state *st, char **ctx_ns, sbx_error *err)
 
 static int k8s_init(const sbx_config *cfg, void **state, sbx_error *err)
 {
+	k8s_state *st = NULL;
 	char *ctx_ns = NULL;
 	int rc = sbxs_http_init(K8S_ALIAS, err);
 	if (rc != SBX_OK)
 		return rc;
-	k8s_state *st = sbxs_zalloc(sizeof(*st));
-	if (!st) {
+	if ((rc = sbxs_conf_new(K8S_ALIAS, cfg, rows, SBXS_COUNT(rows), sizeof(*st), (void **)&st,
+				err)) != SBX_OK) {
 		sbxs_http_fini();
-		return sbxs_nomem(err, K8S_ALIAS, "init");
+		return rc;
 	}
 	pthread_mutex_init(&st->bucket_lock, NULL);
-	if ((rc = sbxs_conf_read(K8S_ALIAS, cfg, rows, SBXS_COUNT(rows), st, err)) != SBX_OK ||
-	    (rc = load_conn(st, &ctx_ns, err)) != SBX_OK)
+	if ((rc = load_conn(st, &ctx_ns, err)) != SBX_OK)
 		goto out;
 	st->force_v4 = strcmp(st->set.exec_protocol, "v4") == 0;
 	st->tokens = (double)st->set.burst;
@@ -183,14 +181,11 @@ static int k8s_info(void *state, char **json, sbx_error *err)
 
 SBX_EXPORT int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 {
-	sbxs_host_set(host);
-	sbxs_conf_keys(rows, SBXS_COUNT(rows), keys);
+	static sbx_config_key keys[SBXS_COUNT(rows)];
 	sbx_plugin_desc d = {
 	    .alias = K8S_ALIAS,
 	    .version = "0.1.0",
 	    .description = "one Kubernetes Pod per sandbox; exec over WebSocket v5/v4",
-	    .keys = keys,
-	    .n_keys = SBXS_COUNT(keys),
 	    .flags = SBX_PLUGIN_THREAD_SAFE,
 	    .init = k8s_init,
 	    .fini = k8s_fini,
@@ -207,6 +202,5 @@ SBX_EXPORT int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 	    .list_by_label = k8s_list_by_label,
 	    .info = k8s_info,
 	};
-	SBX_INIT_HEADER(d);
-	return host->register_sandbox(reg, &d);
+	return sbxs_register(host, reg, &d, rows, keys, SBXS_COUNT(rows));
 }

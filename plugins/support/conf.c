@@ -156,3 +156,29 @@ int sbxs_conf_read(const char *alias, const sbx_config *cfg, const sbxs_conf *ro
 	}
 	return SBX_OK;
 }
+
+int sbxs_conf_new(const char *alias, const sbx_config *cfg, const sbxs_conf *rows, size_t n,
+		  size_t size, void **state, sbx_error *err)
+{
+	void *st = sbxs_zalloc(size);
+	if (!st)
+		return sbxs_nomem(err, alias, "init");
+	int rc = sbxs_conf_read(alias, cfg, rows, n, st, err);
+	if (rc != SBX_OK) {
+		sbxs_host->free(st);
+		return rc;
+	}
+	*state = st;
+	return SBX_OK;
+}
+
+int sbxs_register(const sbx_host_api *host, sbx_registrar *reg, sbx_plugin_desc *desc,
+		  const sbxs_conf *rows, sbx_config_key *keys, size_t n)
+{
+	sbxs_host_set(host);
+	sbxs_conf_keys(rows, n, keys);
+	desc->keys = keys;
+	desc->n_keys = (uint32_t)n;
+	SBX_INIT_HEADER(*desc);
+	return host->register_sandbox(reg, desc);
+}

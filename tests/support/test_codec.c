@@ -157,6 +157,42 @@ Test(support, monotonic_clock_and_sleep_agree)
 	cr_assert_gt(sbxs_wall_s(), 1700000000);
 }
 
+/* ---- lexical paths */
+
+Test(support, path_push_resolves_dot_and_dotdot_and_refuses_overflow)
+{
+	char b[16] = "/a";
+	cr_assert(sbxs_path_push(b, sizeof(b), "b", 1));
+	cr_assert_str_eq(b, "/a/b");
+	cr_assert(sbxs_path_push(b, sizeof(b), ".", 1));
+	cr_assert(sbxs_path_push(b, sizeof(b), "", 0));
+	cr_assert_str_eq(b, "/a/b");
+	cr_assert(sbxs_path_push(b, sizeof(b), "..", 2));
+	cr_assert(sbxs_path_push(b, sizeof(b), "..", 2));
+	cr_assert(sbxs_path_push(b, sizeof(b), "..", 2));
+	cr_assert_str_eq(b, "/", "above the root stays at the root");
+	cr_assert(sbxs_path_push(b, sizeof(b), "0123456789abc", 13));
+	cr_assert_str_eq(b, "/0123456789abc");
+	cr_assert_not(sbxs_path_push(b, sizeof(b), "x", 1), "15 bytes and a NUL do not fit in 16");
+	cr_assert_str_eq(b, "/0123456789abc", "unchanged");
+}
+
+Test(support, path_normalize_and_beneath)
+{
+	char b[64];
+	cr_assert(sbxs_path_normalize("//work/./a/../b//", b, sizeof(b)));
+	cr_assert_str_eq(b, "/work/b");
+	cr_assert(sbxs_path_normalize("/../..", b, sizeof(b)));
+	cr_assert_str_eq(b, "/");
+	cr_assert_not(sbxs_path_normalize("work/a", b, sizeof(b)), "relative");
+	cr_assert_not(sbxs_path_normalize("/work/abcdef", b, 8), "does not fit");
+	cr_assert(sbxs_path_beneath("/work", "/work"));
+	cr_assert(sbxs_path_beneath("/work", "/work/a"));
+	cr_assert_not(sbxs_path_beneath("/work", "/workshop"));
+	cr_assert_not(sbxs_path_beneath("/work", "/"));
+	cr_assert(sbxs_path_beneath("/", "/anything"));
+}
+
 /* ---- buffers */
 
 Test(support, buf_appends_drops_and_hands_over)
@@ -378,6 +414,43 @@ Test(support, conf_names_the_key_its_value_and_what_is_allowed)
 					  {"timeout", SBX_KEY_FLOAT, "3600"}};
 	settings s;
 	cr_assert_eq(read_conf(edge, 2, &s, NULL), SBX_OK, "ranges are inclusive unless told");
+}
+
+static int registered;
+static int t_register(sbx_registrar *reg, const sbx_plugin_desc *d)
+{
+	(void)reg;
+	registered = d->struct_size == sizeof(*d) && d->n_keys == SBXS_COUNT(rows) &&
+		     strcmp(d->keys[0].name, "host") == 0;
+	return SBX_OK;
+}
+
+Test(support, register_gives_the_descriptor_its_keys_and_header)
+{
+	static sbx_config_key keys[SBXS_COUNT(rows)];
+	sbx_host_api h = test_host;
+	h.register_sandbox = t_register;
+	sbx_plugin_desc d = {.alias = "t"};
+	cr_assert_eq(sbxs_register(&h, NULL, &d, rows, keys, SBXS_COUNT(rows)), SBX_OK);
+	cr_assert(registered);
+	cr_assert_eq(sbxs_host, &h);
+	sbxs_host_set(&test_host);
+}
+
+Test(support, conf_new_allocates_and_frees_on_refusal)
+{
+	static const test_value bad[] = {{"retries", SBX_KEY_INT, "99"}};
+	sbx_config cfg = {.values = bad, .n = 1};
+	void *st = (void *)&cfg;
+	sbx_error err = {0};
+	cr_assert_eq(sbxs_conf_new("t", &cfg, rows, SBXS_COUNT(rows), sizeof(settings), &st, &err),
+		     SBX_E_CONFIG);
+	cr_assert_eq(st, (void *)&cfg, "untouched on failure");
+	cfg.n = 0;
+	cr_assert_eq(sbxs_conf_new("t", &cfg, rows, SBXS_COUNT(rows), sizeof(settings), &st, &err),
+		     SBX_OK);
+	cr_assert_eq(((settings *)st)->retries, 3);
+	free(st);
 }
 
 Test(support, conf_keys_come_from_the_same_rows)

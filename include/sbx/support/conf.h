@@ -46,9 +46,20 @@ typedef struct sbxs_conf {
 int sbxs_conf_read(const char *alias, const sbx_config *cfg, const sbxs_conf *rows, size_t n,
 		   void *settings, sbx_error *err);
 
+/* As sbxs_conf_read into a new zeroed state of `size` bytes (host memory, *state): the rows
+ * point into it. On failure nothing is allocated and *state is untouched. */
+int sbxs_conf_new(const char *alias, const sbx_config *cfg, const sbxs_conf *rows, size_t n,
+		  size_t size, void **state, sbx_error *err);
+
 /* Copies the rows' keys into keys[n], for sbx_plugin_desc.keys (keep keys alive until the
  * plugin is unloaded: a static array). */
 void sbxs_conf_keys(const sbxs_conf *rows, size_t n, sbx_config_key *keys);
+
+/* What sbx_plugin_register does with one descriptor: stores host (sbxs_host_set), gives desc
+ * the rows' keys (through keys[n], static storage), fills its header and registers it.
+ * Returns what host->register_sandbox returns. */
+int sbxs_register(const sbx_host_api *host, sbx_registrar *reg, sbx_plugin_desc *desc,
+		  const sbxs_conf *rows, sbx_config_key *keys, size_t n);
 
 #ifdef __cplusplus
 }
