@@ -36,7 +36,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "local.h"
+#include <sbx/support/host.h>
+
+#include "cgroup.h"
+#include "exec.h"
+#include "folder.h"
+#include "meta.h"
+#include "ns.h"
+#include "spawn.h"
+#include "state.h"
 
 extern char **environ;
 
@@ -128,7 +136,7 @@ static void run_command(const plan *p)
 			report(p, STAGE_CGROUP, errno);
 		close(fd);
 	}
-	int je = p->join ? sbx__local_join_child(p->join) : 0;
+	int je = p->join ? local_join_child(p->join) : 0;
 	if (je != 0)
 		report(p, STAGE_JOIN, je);
 	/* Move the ends above 2 first: one of them may itself be 0, 1 or 2. */
@@ -454,9 +462,9 @@ static const char *find_shell(const char *path, char *buf, size_t cap)
 static int build_env(const local_state *st, const char *id, const char *cwd,
 		     const sbx_exec_request *req, strv *env, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char **saved = NULL;
-	int rc = sbx__local_meta_env(st, id, &saved, err);
+	int rc = local_meta_env(st, id, &saved, err);
 	if (rc != SBX_OK)
 		return rc;
 	if (st->inherit_env) {
@@ -477,10 +485,10 @@ static int build_env(const local_state *st, const char *id, const char *cwd,
 			goto nomem;
 	if (strv_set2(env, "PWD", cwd) != 0 || strv_set2(env, TAG_ENV, id) != 0)
 		goto nomem;
-	sbx__local_strv_free(saved);
+	local_strv_free(saved);
 	return SBX_OK;
 nomem:
-	sbx__local_strv_free(saved);
+	local_strv_free(saved);
 	return h->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
 }
 
@@ -644,7 +652,7 @@ static void drain(const sbx_exec_request *req, run *r, int ms, int *out_rc)
 static int resolve_cwd(const char *work, const sbx_exec_request *req, char *buf, size_t cap,
 		       sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	int n;
 	if (!req->cwd || !req->cwd[0])
 		n = snprintf(buf, cap, "%s", work);
@@ -678,10 +686,10 @@ static void exec_failed(const sbx_exec_request *req, const child_report *rep, sb
 	out->signal = 0;
 }
 
-int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
-		       sbx_exec_outcome *out, sbx_error *err)
+int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
+		  sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	local_state *st = state;
 	char work[1200], cwd[4200], cg[1400] = "", shell_buf[4200];
 	strv env = {0};
@@ -704,13 +712,13 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++)
 		join.procs[i] = -1;
 	int kill_tree = 0;
-	int report_r = -1, rc = sbx__local_path(st, id, "work", work, sizeof(work), err);
+	int report_r = -1, rc = local_path(st, id, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
 		return rc;
 	struct stat sb;
 	if (stat(work, &sb) != 0)
 		return h->set_error(err, SBX_E_NOT_FOUND, "local: exec: sandbox %s not found", id);
-	if (sbx__local_cg_frozen(st, id) == 1)
+	if (local_cg_frozen(st, id) == 1)
 		return h->set_error(err, SBX_E_PAUSED,
 				    "local: exec: sandbox %s is paused; resume it first", id);
 	if ((!req->shell) == (!req->argv || !req->argv[0]))
@@ -721,7 +729,7 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		return rc;
 	rc = build_env(st, id, cwd, req, &env, err);
 	if (rc == SBX_OK)
-		rc = sbx__local_join_prepare(st, id, &join, err);
+		rc = local_join_prepare(st, id, &join, err);
 	if (rc != SBX_OK)
 		goto out;
 	p.join = join.active ? &join : NULL;
@@ -766,7 +774,7 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 			goto io;
 		p.control_fd = fds[0], r.control_w = fds[1];
 	} else {
-		rc = sbx__local_cg_exec_new(st, id, cg, sizeof(cg), err);
+		rc = local_cg_exec_new(st, id, cg, sizeof(cg), err);
 		if (rc != SBX_OK)
 			goto out;
 		if ((p.cg_fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
@@ -784,16 +792,16 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	} else {
 		/* The isolated level: this thread's children are born in the sandbox's PID
 		 * namespace until it points back. */
-		int je = sbx__local_join_fork_begin(&join);
+		int je = local_join_fork_begin(&join);
 		if (je != 0) {
 			rc = h->set_error(err, SBX_E_IO, "local: exec: cannot enter sandbox %s: %s",
 					  id, strerror(je));
 			goto out;
 		}
 		int v2 = st->kill_mechanism == LOCAL_KILL_CGROUP_V2;
-		r.child = sbx__local_spawn(command_entry, &p, v2 ? p.cg_fd : -1, &p.placed);
+		r.child = local_spawn(command_entry, &p, v2 ? p.cg_fd : -1, &p.placed);
 		int saved = errno;
-		sbx__local_join_fork_end(&join);
+		local_join_fork_end(&join);
 		errno = saved;
 		if (r.child > 0 && rep.stage != 0)
 			got = (ssize_t)sizeof(rep);
@@ -899,7 +907,7 @@ finish:
 		if (r.child > 0)
 			kill(-r.child, SIGKILL);
 		if (cg[0])
-			sbx__local_cg_kill(st, cg);
+			local_cg_kill(st, cg);
 	}
 	if (kill_tree)
 		drain(req, &r, 500, &out_rc);
@@ -932,7 +940,7 @@ finish:
 		if (out_rc != 0)
 			rc = h->set_error(err, out_rc,
 					  "local: exec: the host stopped taking output");
-		if (sbx__local_join_oom(&join) && SBX_HAS(out, sbx_exec_outcome, oom_killed))
+		if (local_join_oom(&join) && SBX_HAS(out, sbx_exec_outcome, oom_killed))
 			out->oom_killed = 1;
 	}
 	goto out;
@@ -950,9 +958,9 @@ out:
 	close_fd(&r.control_w);
 	close_fd(&report_r);
 	close_child_ends(&p);
-	sbx__local_join_close(&join);
+	local_join_close(&join);
 	if (cg[0])
-		sbx__local_cg_remove(cg);
+		local_cg_remove(cg);
 	free(argv);
 	strv_free(&env);
 	return rc;
@@ -991,7 +999,7 @@ static int has_tag(const char *pid, const char *tag, char **buf, size_t *cap)
 	return 0;
 }
 
-void sbx__local_kill_tagged(const char *id)
+void local_kill_tagged(const char *id)
 {
 	char tag[64];
 	int tn = snprintf(tag, sizeof(tag), TAG_ENV "=%s", id);

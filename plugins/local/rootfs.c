@@ -20,7 +20,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "local.h"
+#include <sbx/support/host.h>
+
+#include "rootfs.h"
+#include "state.h"
 
 #define OP_TMPFS    1
 #define OP_MKDIR    2 /* every missing component of dst, then dst with mode */
@@ -129,10 +132,10 @@ static int plan_dev_proc(local_mounts *m)
 	return 0;
 }
 
-int sbx__local_mounts_plan(const local_state *st, const char *dir, const char *lower,
-			   local_mounts *m, sbx_error *err)
+int local_mounts_plan(const local_state *st, const char *dir, const char *lower, local_mounts *m,
+		      sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char work[1300], data[3200];
 	memset(m, 0, sizeof(*m));
 	int n = snprintf(m->newroot, sizeof(m->newroot), "%s/root", dir);
@@ -200,11 +203,11 @@ int sbx__local_mounts_plan(const local_state *st, const char *dir, const char *l
 	(void)st;
 	return SBX_OK;
 nomem:
-	sbx__local_mounts_free(m);
+	local_mounts_free(m);
 	return h->set_error(err, SBX_E_NOMEM, "local: rootfs: cannot plan the mounts");
 }
 
-void sbx__local_mounts_free(local_mounts *m)
+void local_mounts_free(local_mounts *m)
 {
 	free(m->ops);
 	m->ops = NULL;
@@ -292,7 +295,7 @@ static int apply_one(const local_mount_op *op)
 	}
 }
 
-int sbx__local_mounts_apply(const local_mounts *m, size_t *failed)
+int local_mounts_apply(const local_mounts *m, size_t *failed)
 {
 	*failed = m->n;
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
@@ -307,7 +310,7 @@ int sbx__local_mounts_apply(const local_mounts *m, size_t *failed)
 	return 0;
 }
 
-const char *sbx__local_mounts_path(const local_mounts *m, size_t i)
+const char *local_mounts_path(const local_mounts *m, size_t i)
 {
 	return i < m->n ? m->ops[i].dst : "/";
 }

@@ -1,0 +1,23 @@
+/* <root>/<id>/meta.json: a sandbox's labels, environment and creation time. */
+#ifndef SBX_LOCAL_META_H
+#define SBX_LOCAL_META_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <sbx/plugin.h>
+
+#include "state.h"
+
+/* Writes created time, labels and env. */
+/* Writes DIR/meta.json (labels, env, created time) atomically. */
+int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err);
+/* Environment saved at create: a NULL-terminated array of "K=V" strings from malloc (free
+ * with local_strv_free); *out NULL when there is none. */
+int local_meta_env(const local_state *st, const char *id, char ***out, sbx_error *err);
+/* 1 when the sandbox carries label key=value. */
+int local_meta_has_label(const local_state *st, const char *id, const char *key, const char *value);
+void local_strv_free(char **v);
+
+#endif
