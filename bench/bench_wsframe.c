@@ -105,8 +105,7 @@ typedef struct feed {
 	size_t got;
 } feed;
 
-static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-		       void *ud)
+static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *ud)
 {
 	(void)flags;
 	feed *f = ud;
