@@ -27,6 +27,9 @@
 
 typedef struct local_iso {
 	int level;             /* LOCAL_ISO_* */
+	int userns;            /* sandboxes get a user namespace (sbx is not root) */
+	int via_helper;        /* execs enter through a helper process (no cgroup to kill by, or
+				  a user namespace the host's threads cannot join) */
 	int rootfs;            /* LOCAL_ROOTFS_* */
 	char rootfs_dir[1024]; /* rootfs: DIR */
 	char image[512];       /* image: NAME (the config's default; a create may name another) */
@@ -144,8 +147,10 @@ int sbx__local_iso_info(const local_state *st, char *buf, size_t cap);
 #define LOCAL_JOIN_PROCS 3
 typedef struct local_join {
 	int active;                  /* 0: the plain level, nothing to join */
+	int via_helper;              /* the exec's helper enters (sbx__local_join_helper) */
 	int pidfd;                   /* the sandbox's init */
 	int ns_flags;                /* namespaces the child enters through pidfd */
+	int helper_flags;            /* namespaces the helper enters, its children's PID one too */
 	int procs[LOCAL_JOIN_PROCS]; /* limit cgroups' cgroup.procs to join (-1 none) */
 	int cap_last;
 	int self_pidns;
@@ -158,9 +163,17 @@ int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j
 /* Parent, around fork: children of this thread are born in the sandbox's PID namespace. */
 int sbx__local_join_fork_begin(const local_join *j);
 void sbx__local_join_fork_end(const local_join *j);
-/* Child (async-signal-safe): enters the namespaces and cgroups and drops every capability.
- * Returns 0 or an errno. */
+/* The exec's helper (async-signal-safe, a single-threaded process): enters the sandbox's
+ * namespaces, its user namespace first where there is one, so the helper's children are born
+ * in its PID namespace. Returns 0 or an errno. */
+int sbx__local_join_helper(const local_join *j);
+/* Child (async-signal-safe): enters the namespaces (unless its helper did) and the limit
+ * cgroups and drops every capability. Returns 0 or an errno. */
 int sbx__local_join_child(const local_join *j);
+/* A process the sandbox can see (its init, an exec's helper), forked from the host: blanks
+ * its copies of the host's command line and environment (which may hold secrets; fields 48
+ * to 51 of /proc/self/stat bound them) and takes `name`. System calls only. */
+void sbx__local_blank_cmdline(const char *name);
 /* Parent, after the command ended: 1 when the sandbox's memory cgroup OOM-killed during it. */
 int sbx__local_join_oom(const local_join *j);
 void sbx__local_join_close(local_join *j);
@@ -185,6 +198,8 @@ void sbx__local_mounts_free(local_mounts *m);
 
 /* ---- limits.c: memory, pids and cpu cgroups of the isolated level */
 int sbx__local_limits_detect(local_state *st);
+/* Where limits would go on this machine: "cgroup-v2", "cgroup-v1" or "none". */
+const char *sbx__local_limits_kind(const local_state *st);
 /* Creates the sandbox's limit cgroups with their limits. */
 int sbx__local_limits_create(const local_state *st, const char *id, sbx_error *err);
 /* Opens the cgroup.procs files of the sandbox's limit cgroups into procs (-1 for none). */

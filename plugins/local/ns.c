@@ -12,15 +12,23 @@
  * an exec costs a fork and a few system calls more than the plain level. Killing the init
  * (destroy, or anything else) makes the kernel kill every process of the sandbox.
  *
+ * Where sbx does not run as root, each sandbox also gets a user namespace mapping uid and gid
+ * 0 inside to sbx's own (so commands are root in the sandbox, and their files are sbx's on
+ * the host); mounts, overlays, /proc and the network namespace are the user namespace's
+ * own. A thread of a threaded host cannot join a user namespace, nor (unprivileged) point its
+ * children's PID namespace, so such an exec goes through the subreaper helper of exec.c: a
+ * forked process enters every namespace of the init, user namespace first, and forks the
+ * helper, which is born in the sandbox's PID namespace and so stays the reaper of the
+ * command's escapees there. The same helper serves root without a writable cgroup.
+ *
  * Plugins are stateless: <root>/<id>/init holds the init's pid and start time (so a reused pid
  * is never mistaken for it) and <root>/<id>/lower the read-only tree of an image or DIR
  * rootfs. An exec that finds the init gone (after a reboot, or killed) starts a new one under
  * a lock on <root>/<id>/init.lock; the work dir and the private folders are on disk and
  * survive it.
  *
- * Commands run as the caller's uid (root) without any capability: the bounding set is
- * emptied, so no exec gives them back. Where sbx does not run as root the level is reported
- * unsupported (user namespaces are not wired in yet). */
+ * Commands run as uid 0 (the caller's own as root, mapped to the caller's otherwise) without
+ * any capability: the bounding set is emptied, so no exec gives them back. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -53,6 +61,7 @@
 #define STAGE_CGROUP  3
 #define STAGE_MOUNT   4
 #define STAGE_NET     5
+#define STAGE_USERNS  6
 
 typedef struct init_msg {
 	int kind;
@@ -126,20 +135,58 @@ static int read_cap_last(void)
 	return v > 0 && v < 64 ? (int)v : 40;
 }
 
-/* Why this machine cannot run the isolated level, "" when it can. */
+/* 0 when a child of this process can unshare a user namespace with the sandbox's other
+ * namespaces, else the errno. A pipe carries the answer: the host may reap children itself. */
+static int try_userns(void)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return errno;
+	pid_t c = fork();
+	if (c == 0) {
+		int e = unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+				CLONE_NEWUTS | CLONE_NEWNET) == 0
+			    ? 0
+			    : errno;
+		ssize_t w = write(fds[1], &e, sizeof(e));
+		(void)w;
+		_exit(0);
+	}
+	int e = c < 0 ? errno : EPERM;
+	close(fds[1]);
+	if (c > 0) {
+		ssize_t r;
+		while ((r = read(fds[0], &e, sizeof(e))) < 0 && errno == EINTR)
+			;
+		if (r != (ssize_t)sizeof(e))
+			e = EPERM;
+		waitpid(c, NULL, 0);
+	}
+	close(fds[0]);
+	return e;
+}
+
+/* How this machine runs the isolated level, or why it cannot ("" when it can). */
 static void probe(local_state *st)
 {
 	local_iso *iso = &st->iso;
 	iso->why_not[0] = '\0';
-	if (geteuid() != 0)
-		snprintf(iso->why_not, sizeof(iso->why_not),
-			 "needs root (sbx runs as uid %ld; user namespaces are not wired in yet)",
-			 (long)geteuid());
-	else if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
-		snprintf(iso->why_not, sizeof(iso->why_not),
-			 "needs a writable cgroup (v2 or the v1 freezer) to hold the sandbox");
-	else if (access("/proc/self/ns/pid", F_OK) != 0 || access("/proc/self/ns/mnt", F_OK) != 0)
+	iso->userns = iso->via_helper = 0;
+	if (access("/proc/self/ns/pid", F_OK) != 0 || access("/proc/self/ns/mnt", F_OK) != 0 ||
+	    access("/proc/self/ns/user", F_OK) != 0) {
 		snprintf(iso->why_not, sizeof(iso->why_not), "the kernel has no namespaces");
+	} else if (geteuid() == 0) {
+		iso->via_helper = st->kill_mechanism == LOCAL_KILL_SUBREAPER;
+	} else {
+		int e = try_userns();
+		if (e == 0)
+			iso->userns = iso->via_helper = 1;
+		else
+			snprintf(iso->why_not, sizeof(iso->why_not),
+				 "sbx runs as uid %ld and cannot make a user namespace: %s (see "
+				 "/proc/sys/user/max_user_namespaces)",
+				 (long)geteuid(), strerror(e));
+	}
 }
 
 int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
@@ -248,7 +295,9 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 	if (sbx__local_limits_detect(st) != 0)
 		return H->set_error(err, SBX_E_CONFIG,
 				    "local: memory, pids and cpus need the cgroup controllers "
-				    "(v2 with controllers, or v1 memory/pids/cpu writable)");
+				    "(v2 with controllers, or v1 memory/pids/cpu writable by uid "
+				    "%ld)",
+				    (long)geteuid());
 	iso->cap_last = read_cap_last();
 	iso->self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
 	if (iso->self_pidns < 0)
@@ -397,11 +446,34 @@ typedef struct init_plan {
 	int procs[1 + LOCAL_JOIN_PROCS];
 	int unshare_flags;
 	char hostname[32];
+	char uid_map[32], gid_map[32]; /* "0 <uid> 1" with a user namespace, else "" */
 } init_plan;
 
-/* Blanks the init's command line, a copy of the harness's (which may hold secrets): fields 48
- * and 49 of /proc/self/stat bound it. System calls only. */
-static void blank_cmdline(void)
+static int write_proc_self(const char *name, const char *text)
+{
+	char path[64] = "/proc/self/";
+	size_t k = strlen(path), n = strlen(name), len = strlen(text);
+	memcpy(path + k, name, n + 1);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	int e = write(fd, text, len) == (ssize_t)len ? 0 : errno;
+	close(fd);
+	return e;
+}
+
+/* The helper, right after unsharing its user namespace: uid and gid 0 inside are sbx's. */
+static int map_ids(const init_plan *ip)
+{
+	int e = write_proc_self("setgroups", "deny");
+	if (e == 0)
+		e = write_proc_self("uid_map", ip->uid_map);
+	if (e == 0)
+		e = write_proc_self("gid_map", ip->gid_map);
+	return e;
+}
+
+void sbx__local_blank_cmdline(const char *name)
 {
 	char buf[2048];
 	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
@@ -413,8 +485,9 @@ static void blank_cmdline(void)
 		return;
 	buf[r] = '\0';
 	char *p = strrchr(buf, ')');
-	unsigned long v[2] = {0, 0};
-	for (int field = 2; p && *p && field < 49;) {
+	/* arg_start, arg_end, env_start, env_end */
+	unsigned long v[4] = {0, 0, 0, 0};
+	for (int field = 2; p && *p && field < 51;) {
 		if (*p++ != ' ')
 			continue;
 		field++;
@@ -427,9 +500,12 @@ static void blank_cmdline(void)
 	}
 	if (v[0] && v[1] > v[0] && v[1] - v[0] < (1ul << 20)) {
 		memset((void *)v[0], 0, v[1] - v[0]);
-		memcpy((void *)v[0], "sbx-init", v[1] - v[0] > 9 ? 9 : v[1] - v[0] - 1);
+		size_t n = strlen(name);
+		memcpy((void *)v[0], name, v[1] - v[0] > n ? n : v[1] - v[0] - 1);
 	}
-	prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
+	if (v[2] && v[3] > v[2] && v[3] - v[2] < (1ul << 24))
+		memset((void *)v[2], 0, v[3] - v[2]);
+	prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
 /* PID 1 of the sandbox. Never returns. */
@@ -470,7 +546,12 @@ static void run_init(const init_plan *ip)
 		dup2(dn, 1);
 		dup2(dn, 2);
 	}
-	blank_cmdline();
+	/* As root, not dumpable: its memory stays unreadable to the sandbox's commands. An
+	 * unprivileged host joins it by setns, which needs it dumpable; its commands are
+	 * kept out by having no capability where the init has all. */
+	if (!ip->uid_map[0])
+		prctl(PR_SET_DUMPABLE, 0);
+	sbx__local_blank_cmdline("sbx-init");
 	send_msg(ip->report, MSG_READY, 0, 0, 0, 0);
 	close(ip->report);
 	for (;;)
@@ -515,6 +596,8 @@ static const char *stage_name(int stage)
 		return "joining its cgroups";
 	case STAGE_MOUNT:
 		return "mount";
+	case STAGE_USERNS:
+		return "mapping its user ids";
 	default:
 		return "loopback";
 	}
@@ -556,30 +639,37 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	rc = sbx__local_mounts_plan(st, dir, lower, &m, err);
 	if (rc != SBX_OK)
 		return rc;
-	/* The sandbox's kill cgroup, then its limit cgroups. */
-	char cg[700];
-	if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) != SBX_OK) {
-		rc = H->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
-		goto out;
+	/* The sandbox's kill cgroup (where there is one), then its limit cgroups. */
+	if (st->kill_mechanism != LOCAL_KILL_SUBREAPER) {
+		char cg[700];
+		if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) != SBX_OK) {
+			rc = H->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
+			goto out;
+		}
+		rc = sbx__local_cg_sandbox(st, id, err);
+		if (rc != SBX_OK)
+			goto out;
+		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+		if ((ip.procs[0] = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+			rc = H->set_error(err, SBX_E_IO, "local: cannot open %s: %s", path,
+					  strerror(errno));
+			goto out;
+		}
 	}
-	rc = sbx__local_cg_sandbox(st, id, err);
+	rc = sbx__local_limits_create(st, id, err);
 	if (rc == SBX_OK)
-		rc = sbx__local_limits_create(st, id, err);
-	if (rc != SBX_OK)
-		goto out;
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-	if ((ip.procs[0] = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
-		rc =
-		    H->set_error(err, SBX_E_IO, "local: cannot open %s: %s", path, strerror(errno));
-		goto out;
-	}
-	rc = sbx__local_limits_open(st, id, ip.procs + 1, LOCAL_JOIN_PROCS, err);
+		rc = sbx__local_limits_open(st, id, ip.procs + 1, LOCAL_JOIN_PROCS, err);
 	if (rc != SBX_OK)
 		goto out;
 	ip.mounts = &m;
 	ip.unshare_flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
 	if (!iso->network_host)
 		ip.unshare_flags |= CLONE_NEWNET;
+	if (iso->userns) {
+		ip.unshare_flags |= CLONE_NEWUSER;
+		snprintf(ip.uid_map, sizeof(ip.uid_map), "0 %ld 1", (long)geteuid());
+		snprintf(ip.gid_map, sizeof(ip.gid_map), "0 %ld 1", (long)getegid());
+	}
 	snprintf(ip.hostname, sizeof(ip.hostname), "sbx-%.12s", id);
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -604,6 +694,11 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 		setsid();
 		if (unshare(ip.unshare_flags) != 0) {
 			send_msg(ip.report, MSG_FAIL, STAGE_UNSHARE, errno, 0, 0);
+			_exit(1);
+		}
+		int me = ip.uid_map[0] ? map_ids(&ip) : 0;
+		if (me != 0) {
+			send_msg(ip.report, MSG_FAIL, STAGE_USERNS, me, 0, 0);
 			_exit(1);
 		}
 		pid_t init = fork();
@@ -769,11 +864,13 @@ int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j
 	if (st->iso.level != LOCAL_ISO_NAMESPACES)
 		return SBX_OK;
 	j->active = 1;
+	j->via_helper = st->iso.via_helper;
 	j->cap_last = st->iso.cap_last;
 	j->self_pidns = st->iso.self_pidns;
 	j->ns_flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
 	if (!st->iso.network_host)
 		j->ns_flags |= CLONE_NEWNET;
+	j->helper_flags = j->ns_flags | CLONE_NEWPID | (st->iso.userns ? CLONE_NEWUSER : 0);
 	char dir[1200];
 	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
 	if (rc == SBX_OK)
@@ -790,16 +887,21 @@ int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j
 
 int sbx__local_join_fork_begin(const local_join *j)
 {
-	if (!j->active)
+	if (!j->active || j->via_helper)
 		return 0;
 	return setns(j->pidfd, CLONE_NEWPID) == 0 ? 0 : errno;
 }
 
 void sbx__local_join_fork_end(const local_join *j)
 {
-	if (j->active && setns(j->self_pidns, CLONE_NEWPID) != 0)
+	if (j->active && !j->via_helper && setns(j->self_pidns, CLONE_NEWPID) != 0)
 		H->log(SBX_LOG_ERROR, "local", "cannot return to the host's PID namespace: %s",
 		       strerror(errno));
+}
+
+int sbx__local_join_helper(const local_join *j)
+{
+	return setns(j->pidfd, j->helper_flags) == 0 ? 0 : errno;
 }
 
 int sbx__local_join_child(const local_join *j)
@@ -809,7 +911,7 @@ int sbx__local_join_child(const local_join *j)
 	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++)
 		if (j->procs[i] >= 0 && write(j->procs[i], "0", 1) != 1)
 			return errno;
-	if (setns(j->pidfd, j->ns_flags) != 0)
+	if (!j->via_helper && setns(j->pidfd, j->ns_flags) != 0)
 		return errno;
 	for (int c = 0; c <= j->cap_last; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
@@ -866,11 +968,13 @@ int sbx__local_iso_info(const local_state *st, char *buf, size_t cap)
 	else
 		n = snprintf(buf, cap,
 			     "\"isolation\":\"%s\",\"levels\":{\"plain\":{\"supported\":true},"
-			     "\"namespaces\":{\"supported\":true,\"rootfs\":[\"host\",\"dir\"],"
-			     "\"limits\":\"%s\"}},\"rootfs\":\"%s\",\"network\":\"%s\","
+			     "\"namespaces\":{\"supported\":true,\"user_namespace\":%s,"
+			     "\"exec\":\"%s\",\"rootfs\":[\"host\",\"dir\"],\"limits\":\"%s\","
+			     "\"pause\":%s}},\"rootfs\":\"%s\",\"network\":\"%s\","
 			     "\"memory\":%lld,\"pids\":%lld,\"cpu_quota_us\":%lld",
-			     iso->level ? "namespaces" : "plain",
-			     iso->limits_v2 ? "cgroup-v2" : "cgroup-v1", rootfs,
+			     iso->level ? "namespaces" : "plain", iso->userns ? "true" : "false",
+			     iso->via_helper ? "helper" : "setns", sbx__local_limits_kind(st),
+			     st->kill_mechanism == LOCAL_KILL_SUBREAPER ? "false" : "true", rootfs,
 			     iso->network_host ? "host" : "none", (long long)iso->memory,
 			     (long long)iso->pids, (long long)iso->cpu_quota_us);
 	return n < 0 || (size_t)n >= cap ? -1 : 0;

@@ -6,10 +6,12 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -25,14 +27,16 @@ static sbx_host *host;
 static sbx_error err;
 static char state_dir[600];
 static char ids[2][SBX_ID_MAX];
-static sbx_exec_result *live[8];
+static sbx_exec_result *live[32];
 
 /* The default data source on the isolated level, with `extra` lines (each starting with
  * four spaces) appended to its sandbox block. */
 static void start(const char *extra)
 {
-	snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
-	cr_assert_not_null(mkdtemp(state_dir));
+	if (!state_dir[0]) {
+		snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
+		cr_assert_not_null(mkdtemp(state_dir));
+	}
 	char cfg[2048];
 	int n = snprintf(cfg, sizeof(cfg),
 			 "data_source:\n  sandbox:\n    type: local\n    isolation: namespaces\n%s",
@@ -174,6 +178,24 @@ static int count_procs(const char *token)
 }
 
 TestSuite(isolation, .fini = stop, .timeout = 120);
+
+#define NOBODY 65534
+
+/* The rest of the case runs as uid and gid 65534 with a state dir of its own (the case's
+ * process only: criterion forks one per case). Skips where the suite is not root. */
+static void become_nobody(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root to switch to an unprivileged user");
+	snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(state_dir));
+	cr_assert_eq(chown(state_dir, NOBODY, NOBODY), 0);
+	cr_assert_eq(setgroups(0, NULL), 0);
+	cr_assert_eq(setresgid(NOBODY, NOBODY, NOBODY), 0);
+	cr_assert_eq(setresuid(NOBODY, NOBODY, NOBODY), 0);
+	/* A changed uid makes the process undumpable, which LeakSanitizer's tracer needs. */
+	prctl(PR_SET_DUMPABLE, 1);
+}
 
 Test(isolation, levels_reported)
 {
@@ -427,4 +449,111 @@ Test(isolation, bad_settings_refused)
 	cr_assert_eq(sbx_create(host, &c, ids[0], &err), SBX_E_CONFIG);
 	cr_assert_not_null(strstr(err.message, "local: 'memory' needs 'isolation: namespaces'"),
 			   "%s", err.message);
+}
+
+/* Where sbx is not root, each sandbox is a user namespace too: root inside is sbx's uid
+ * outside, and the isolation holds as it does for root. */
+Test(isolation, unprivileged_user_namespace)
+{
+	/* A file the user can read on the host, in a tree the sandbox does not have. */
+	char planted[] = "/var/tmp/sbx-iso-userns-XXXXXX";
+	int fd = mkstemp(planted);
+	cr_assert(fd >= 0, "cannot plant a file in /var/tmp");
+	cr_assert_eq(write(fd, "secret\n", 7), 7);
+	cr_assert_eq(fchmod(fd, 0644), 0);
+	if (geteuid() == 0)
+		cr_assert_eq(fchown(fd, NOBODY, NOBODY), 0);
+	close(fd);
+	become_nobody();
+	cr_assert_eq(access(planted, R_OK), 0);
+	start(NULL);
+	skip_unless_supported();
+	char *json = NULL;
+	cr_assert_eq(sbx_backend_info(host, "local", &json, &err), SBX_OK, "%s", err.message);
+	cr_assert_not_null(strstr(json,
+				  "\"namespaces\":{\"supported\":true,\"user_namespace\":true,"
+				  "\"exec\":\"helper\""),
+			   "%s", json);
+	sbx_free(json);
+	fresh(0);
+	sbx_exec_result *r =
+	    run("id -u; id -g; awk '{print $1, $2, $3}' /proc/self/uid_map /proc/self/gid_map");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, "0\n0\n0 65534 1\n0 65534 1\n");
+	/* Its init, the exec's helper, the shell: nothing of the host's. */
+	r = run("for p in /proc/[0-9]*; do cat $p/comm; done");
+	cr_assert_str_eq(r->stdout_text, "sbx-init\nsbx-exec\nbash\n", "%s", r->stderr_text);
+	/* Neither the helper nor the init gives away the host's environment. */
+	r = run("cat /proc/1/environ /proc/2/environ");
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_str_eq(r->stdout_text, "");
+	cr_assert_not_null(strstr(r->stderr_text, "Permission denied"), "%s", r->stderr_text);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "cat %s", planted);
+	r = run(cmd);
+	unlink(planted);
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_str_eq(r->stdout_text, "");
+	cr_assert_not_null(strstr(r->stderr_text, "No such file or directory"), "%s",
+			   r->stderr_text);
+	r = run("touch /usr/sbx-iso-probe");
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_not_null(strstr(r->stderr_text, "Read-only file system"), "%s", r->stderr_text);
+	int port;
+	int s = listener(&port);
+	snprintf(cmd, sizeof(cmd), "bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && echo connected'",
+		 port);
+	r = run(cmd);
+	close(s);
+	cr_assert_eq(r->exit_code, 1, "%s", r->stdout_text);
+	cr_assert_not_null(strstr(r->stderr_text, "Connection refused"), "%s", r->stderr_text);
+	/* What root in the sandbox writes to the work dir is sbx's user's on the host. */
+	r = run("echo mine > out.txt");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	char out[1400];
+	snprintf(out, sizeof(out), "%s/plugins/local/%s/work/out.txt", state_dir, bid(0));
+	struct stat sb;
+	cr_assert_eq(stat(out, &sb), 0, "%s", out);
+	cr_assert_eq(sb.st_uid, NOBODY);
+	cr_assert_eq(sb.st_gid, NOBODY);
+	/* A timeout takes the command's escapees; destroy takes the rest. */
+	char token[64];
+	snprintf(token, sizeof(token), "sleep 4%05ld.%ld", (long)(getpid() % 100000),
+		 (long)time(NULL) % 1000);
+	snprintf(cmd, sizeof(cmd), "(setsid %s1 &); (%s2 &); sleep 60", token, token);
+	r = run_in(0, cmd, 1);
+	cr_assert_eq(r->timed_out, 1);
+	cr_assert_eq(count_procs(token), 0);
+	snprintf(cmd, sizeof(cmd), "(setsid %s3 &); echo ok", token);
+	r = run(cmd);
+	cr_assert_str_eq(r->stdout_text, "ok\n", "%s", r->stderr_text);
+	cr_assert_eq(count_procs(token), 1);
+	cr_assert_eq(sbx_destroy(host, ids[0], &err), SBX_OK, "%s", err.message);
+	ids[0][0] = '\0';
+	cr_assert_eq(count_procs(token), 0);
+}
+
+Test(isolation, unprivileged_limits_refused)
+{
+	become_nobody();
+	start("    memory: 64M\n");
+	skip_unless_supported();
+	char *json = NULL;
+	sbx_host_options o = {.config_text = "data_source:\n  sandbox:\n    type: local\n",
+			      .state_dir = state_dir};
+	SBX_INIT_HEADER(o);
+	sbx_host *plain = NULL;
+	cr_assert_eq(sbx_host_new(&o, &plain, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_backend_info(plain, "local", &json, &err), SBX_OK, "%s", err.message);
+	int none = strstr(json, "\"limits\":\"none\"") != NULL;
+	sbx_free(json);
+	sbx_host_free(plain);
+	if (!none)
+		cr_skip_test("uid %d has writable cgroups here", NOBODY);
+	sbx_create_opts c = {0};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, ids[0], &err), SBX_E_CONFIG);
+	cr_assert_str_eq(err.message,
+			 "local: memory, pids and cpus need the cgroup controllers (v2 with "
+			 "controllers, or v1 memory/pids/cpu writable by uid 65534)");
 }
