@@ -464,9 +464,38 @@ static char **copy_argv(char *const *argv)
 static pthread_mutex_t shell_lock = PTHREAD_MUTEX_INITIALIZER;
 static char shell_path_key[4096], shell_found[4200];
 
-static const char *find_shell(const char *path, char *buf, size_t cap)
+/* bash in a sandbox's own tree: its upper dir first (what its commands installed), then the
+ * tree below; else /bin/sh. */
+static const char *find_shell_in(const char *dir, const local_join *j, char *buf, size_t cap)
+{
+	for (const char *d = dir;;) {
+		const char *end = strchr(d, ':');
+		int dlen = end ? (int)(end - d) : (int)strlen(d);
+		char probe[4400];
+		for (int k = 0; k < 2 && dlen > 0 && d[0] == '/'; k++) {
+			int n = k == 0 ? snprintf(probe, sizeof(probe), "%s/upper%.*s/bash", j->dir,
+						  dlen, d)
+				       : snprintf(probe, sizeof(probe), "%s%.*s/bash", j->root,
+						  dlen, d);
+			if (n > 0 && (size_t)n < sizeof(probe) &&
+			    faccessat(AT_FDCWD, probe, X_OK, 0) == 0) {
+				snprintf(buf, cap, "%.*s/bash", dlen, d);
+				return buf;
+			}
+		}
+		if (!end)
+			break;
+		d = end + 1;
+	}
+	snprintf(buf, cap, "/bin/sh");
+	return buf;
+}
+
+static const char *find_shell(const char *path, const local_join *j, char *buf, size_t cap)
 {
 	const char *dir = path ? path : "/usr/local/bin:/usr/bin:/bin";
+	if (j->active && j->root[0])
+		return find_shell_in(dir, j, buf, cap);
 	pthread_mutex_lock(&shell_lock);
 	int hit = shell_found[0] && strcmp(shell_path_key, dir) == 0;
 	if (hit)
@@ -498,15 +527,30 @@ static const char *find_shell(const char *path, char *buf, size_t cap)
 	return buf;
 }
 
+/* The environment: the host's (inherit_env) or a default, except that a sandbox with a tree
+ * of its own (rootfs: DIR, image) starts from its image's Env or the default, never from the
+ * host's; then what create saved, the request's, PWD and the tag. */
 static int build_env(const local_state *st, const char *id, const char *cwd,
-		     const sbx_exec_request *req, strv *env, sbx_error *err)
+		     const sbx_exec_request *req, const local_join *j, strv *env, sbx_error *err)
 {
 	const sbx_host_api *h = sbx__local_host;
 	char **saved = NULL;
+	size_t ilen = 0;
+	char *image_env = sbx__local_join_image_env(j, &ilen);
 	int rc = sbx__local_meta_env(st, id, &saved, err);
-	if (rc != SBX_OK)
+	if (rc != SBX_OK) {
+		free(image_env);
 		return rc;
-	if (st->inherit_env) {
+	}
+	if (image_env) {
+		for (size_t i = 0; i < ilen; i += strlen(image_env + i) + 1)
+			if (strchr(image_env + i, '=') && strv_set(env, image_env + i) != 0)
+				goto nomem;
+		if (!strv_get(env, "PATH") &&
+		    strv_set(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/"
+				  "bin") != 0)
+			goto nomem;
+	} else if (st->inherit_env && !(j->active && j->root[0])) {
 		for (char **e = environ; e && *e; e++)
 			if (strchr(*e, '=') && strv_set(env, *e) != 0)
 				goto nomem;
@@ -525,9 +569,11 @@ static int build_env(const local_state *st, const char *id, const char *cwd,
 	if (strv_set2(env, "PWD", cwd) != 0 || strv_set2(env, TAG_ENV, id) != 0)
 		goto nomem;
 	sbx__local_strv_free(saved);
+	free(image_env);
 	return SBX_OK;
 nomem:
 	sbx__local_strv_free(saved);
+	free(image_env);
 	return h->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
 }
 
@@ -768,9 +814,9 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	rc = resolve_cwd(work, req, cwd, sizeof(cwd), err);
 	if (rc != SBX_OK)
 		return rc;
-	rc = build_env(st, id, cwd, req, &env, err);
+	rc = sbx__local_join_prepare(st, id, &join, err);
 	if (rc == SBX_OK)
-		rc = sbx__local_join_prepare(st, id, &join, err);
+		rc = build_env(st, id, cwd, req, &join, &env, err);
 	if (rc != SBX_OK)
 		goto out;
 	p.join = join.active ? &join : NULL;
@@ -779,7 +825,8 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		argv = calloc(4, sizeof(*argv));
 		if (!argv)
 			goto nomem;
-		argv[0] = (char *)find_shell(strv_get(&env, "PATH"), shell_buf, sizeof(shell_buf));
+		argv[0] =
+		    (char *)find_shell(strv_get(&env, "PATH"), &join, shell_buf, sizeof(shell_buf));
 		argv[1] = "-c";
 		argv[2] = (char *)req->shell;
 	}

@@ -26,22 +26,24 @@
 #define LOCAL_ROOTFS_IMAGE 3
 
 typedef struct local_iso {
-	int level;             /* LOCAL_ISO_* */
-	int userns;            /* sandboxes get a user namespace (sbx is not root) */
-	int via_helper;        /* execs enter through a helper process (no cgroup to kill by, or
+	int level;              /* LOCAL_ISO_* */
+	int userns;             /* sandboxes get a user namespace (sbx is not root) */
+	int via_helper;         /* execs enter through a helper process (no cgroup to kill by, or
 				  a user namespace the host's threads cannot join) */
-	int rootfs;            /* LOCAL_ROOTFS_* */
-	char rootfs_dir[1024]; /* rootfs: DIR */
-	char image[512];       /* image: NAME (the config's default; a create may name another) */
-	int network_host;      /* network: host (else a network namespace with loopback only) */
-	int64_t memory;        /* bytes, 0 none */
-	int64_t pids;          /* 0 none */
-	int64_t cpu_quota_us;  /* per 100 ms period, 0 none */
-	int64_t disk;          /* cap on the overlay's upper dir in bytes, 0 none */
-	int cap_last;          /* highest capability number of this kernel */
-	int self_pidns;        /* this process's pid namespace, to return to after a fork */
-	char why_not[256];     /* why the isolated level cannot run here ("" when it can) */
-	char mem_cg[512];      /* cgroup folders holding the limit cgroups ("" none) */
+	int rootfs;             /* LOCAL_ROOTFS_* */
+	char rootfs_dir[1024];  /* rootfs: DIR */
+	char image[512];        /* image: NAME (the config's default; a create may name another) */
+	char image_dir[1024];   /* image_archives: folder of archives NAME is looked up in */
+	char image_cache[1024]; /* image_cache: where archives are unpacked (image.c) */
+	int network_host;       /* network: host (else a network namespace with loopback only) */
+	int64_t memory;         /* bytes, 0 none */
+	int64_t pids;           /* 0 none */
+	int64_t cpu_quota_us;   /* per 100 ms period, 0 none */
+	int64_t disk;           /* cap on the overlay's upper dir in bytes, 0 none */
+	int cap_last;           /* highest capability number of this kernel */
+	int self_pidns;         /* this process's pid namespace, to return to after a fork */
+	char why_not[256];      /* why the isolated level cannot run here ("" when it can) */
+	char mem_cg[512];       /* cgroup folders holding the limit cgroups ("" none) */
 	char pids_cg[512];
 	char cpu_cg[512];
 	int limits_v2; /* the limits live in the kill cgroup itself (v2) */
@@ -118,6 +120,8 @@ int sbx__local_remove_path(void *state, const char *id, const char *path, uint32
 			   sbx_error *err);
 /* Removes the folder at `path` and all below it without following symlinks. */
 int sbx__local_rmtree(const char *path);
+/* The same for `name` in the folder open at dfd; 0 or an errno (ENOENT when absent). */
+int sbx__local_rmtree_at(int dfd, const char *name);
 
 /* ---- meta.c: <root>/<id>/meta.json */
 /* Writes created time, labels and env. */
@@ -156,6 +160,8 @@ typedef struct local_join {
 	int self_pidns;
 	int64_t oom_before; /* the memory cgroup's OOM kill count before the exec */
 	char oom_file[600];
+	char dir[1200];  /* the sandbox's folder */
+	char root[1100]; /* its lower tree (rootfs: DIR, image), "" for rootfs: host */
 } local_join;
 /* Parent, before fork: makes sure the init runs (restarting it after a reboot) and opens
  * what the child needs. */
@@ -174,6 +180,9 @@ int sbx__local_join_child(const local_join *j);
  * its copies of the host's command line and environment (which may hold secrets; fields 48
  * to 51 of /proc/self/stat bound them) and takes `name`. System calls only. */
 void sbx__local_blank_cmdline(const char *name);
+/* The image's environment saved at create (NUL-separated "K=V", from malloc), NULL with
+ * *len 0 when the sandbox has none. */
+char *sbx__local_join_image_env(const local_join *j, size_t *len);
 /* Parent, after the command ended: 1 when the sandbox's memory cgroup OOM-killed during it. */
 int sbx__local_join_oom(const local_join *j);
 void sbx__local_join_close(local_join *j);
@@ -214,5 +223,9 @@ void sbx__local_limits_remove(const local_state *st, const char *id);
 /* Resolves `image` to an unpacked root filesystem folder (importing it on first use). */
 int sbx__local_image_rootfs(const local_state *st, const char *image, char *buf, size_t cap,
 			    sbx_error *err);
+/* 1 when this build reads image archives. */
+int sbx__local_image_supported(void);
+/* Copies the Env of the image whose tree is `rootfs` into the sandbox folder as env.image. */
+int sbx__local_image_env_copy(const char *rootfs, const char *sandbox_dir, sbx_error *err);
 
 #endif

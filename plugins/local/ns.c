@@ -193,7 +193,7 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 {
 	local_iso *iso = &st->iso;
 	const char *level = NULL, *rootfs = NULL, *image = NULL, *net = NULL, *mem = NULL,
-		   *disk = NULL, *cpus = NULL;
+		   *disk = NULL, *cpus = NULL, *archives = NULL, *cache = NULL;
 	iso->self_pidns = -1;
 	iso->rootfs = LOCAL_ROOTFS_HOST;
 	int rc = opt_string(cfg, "isolation", &level, err);
@@ -209,6 +209,10 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 		rc = opt_string(cfg, "disk", &disk, err);
 	if (rc == SBX_OK)
 		rc = opt_string(cfg, "cpus", &cpus, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "image_archives", &archives, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "image_cache", &cache, err);
 	if (rc != SBX_OK)
 		return rc;
 	int64_t pids = 0;
@@ -225,14 +229,16 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 				    "local: isolation '%.64s' is not one of plain, namespaces",
 				    level);
 	if (iso->level == LOCAL_ISO_PLAIN) {
-		const char *set = rootfs  ? "rootfs"
-				  : image ? "image"
-				  : net   ? "network"
-				  : mem   ? "memory"
-				  : disk  ? "disk"
-				  : cpus  ? "cpus"
-				  : pids  ? "pids"
-					  : NULL;
+		const char *set = rootfs     ? "rootfs"
+				  : image    ? "image"
+				  : net      ? "network"
+				  : mem      ? "memory"
+				  : disk     ? "disk"
+				  : cpus     ? "cpus"
+				  : pids     ? "pids"
+				  : archives ? "image_archives"
+				  : cache    ? "image_cache"
+					     : NULL;
 		if (set)
 			return H->set_error(err, SBX_E_CONFIG,
 					    "local: '%s' needs 'isolation: namespaces'", set);
@@ -264,6 +270,22 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 					    "local: image name is empty or too long");
 		iso->rootfs = LOCAL_ROOTFS_IMAGE;
 	}
+	struct stat ad;
+	if (archives && (archives[0] != '/' || stat(archives, &ad) != 0 || !S_ISDIR(ad.st_mode)))
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: image_archives '%.200s' is not the absolute path of a "
+				    "folder",
+				    archives);
+	if (cache && cache[0] != '/')
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: image_cache '%.200s' is not an absolute path", cache);
+	int cn = cache ? snprintf(iso->image_cache, sizeof(iso->image_cache), "%s", cache)
+		       : snprintf(iso->image_cache, sizeof(iso->image_cache), "%s/local-images",
+				  H->state_dir());
+	if (cn < 0 || (size_t)cn >= sizeof(iso->image_cache) ||
+	    (archives && (size_t)snprintf(iso->image_dir, sizeof(iso->image_dir), "%s", archives) >=
+			     sizeof(iso->image_dir)))
+		return H->set_error(err, SBX_E_CONFIG, "local: image folder path too long");
 	if (net && strcmp(net, "host") != 0 && strcmp(net, "none") != 0)
 		return H->set_error(err, SBX_E_CONFIG,
 				    "local: network '%.64s' is not one of none, host", net);
@@ -799,9 +821,11 @@ int sbx__local_iso_create(const local_state *st, const char *id, const sbx_creat
 	const char *image = spec && spec->image && spec->image[0] ? spec->image
 			    : iso->rootfs == LOCAL_ROOTFS_IMAGE   ? iso->image
 								  : NULL;
-	if (image)
+	if (image) {
 		rc = sbx__local_image_rootfs(st, image, lower, sizeof(lower), err);
-	else if (iso->rootfs == LOCAL_ROOTFS_DIR)
+		if (rc == SBX_OK)
+			rc = sbx__local_image_env_copy(lower, dir, err);
+	} else if (iso->rootfs == LOCAL_ROOTFS_DIR)
 		snprintf(lower, sizeof(lower), "%s", iso->rootfs_dir);
 	if (rc != SBX_OK)
 		return rc;
@@ -871,10 +895,12 @@ int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j
 	if (!st->iso.network_host)
 		j->ns_flags |= CLONE_NEWNET;
 	j->helper_flags = j->ns_flags | CLONE_NEWPID | (st->iso.userns ? CLONE_NEWUSER : 0);
-	char dir[1200];
-	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
+	int rc = sbx__local_path(st, id, NULL, j->dir, sizeof(j->dir), err);
+	if (rc == SBX_OK && read_lower(j->dir, j->root, sizeof(j->root)) != 0)
+		rc = H->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", j->dir,
+				  strerror(errno));
 	if (rc == SBX_OK)
-		rc = ensure_init(st, id, dir, &j->pidfd, err);
+		rc = ensure_init(st, id, j->dir, &j->pidfd, err);
 	if (rc == SBX_OK)
 		rc = sbx__local_limits_open(st, id, j->procs, LOCAL_JOIN_PROCS, err);
 	if (rc == SBX_OK &&
@@ -927,6 +953,32 @@ int sbx__local_join_child(const local_join *j)
 	return 0;
 }
 
+char *sbx__local_join_image_env(const local_join *j, size_t *len)
+{
+	char path[1300];
+	*len = 0;
+	if (!j->active || !j->root[0])
+		return NULL;
+	snprintf(path, sizeof(path), "%s/env.image", j->dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_size <= 0 || sb.st_size > (1 << 20)) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	char *buf = malloc((size_t)sb.st_size + 1);
+	ssize_t r = buf ? read(fd, buf, (size_t)sb.st_size) : -1;
+	close(fd);
+	if (r <= 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[r] = '\0';
+	*len = (size_t)r;
+	return buf;
+}
+
 int sbx__local_join_oom(const local_join *j)
 {
 	if (!j->active || !j->oom_file[0] || j->oom_before < 0)
@@ -969,11 +1021,13 @@ int sbx__local_iso_info(const local_state *st, char *buf, size_t cap)
 		n = snprintf(buf, cap,
 			     "\"isolation\":\"%s\",\"levels\":{\"plain\":{\"supported\":true},"
 			     "\"namespaces\":{\"supported\":true,\"user_namespace\":%s,"
-			     "\"exec\":\"%s\",\"rootfs\":[\"host\",\"dir\"],\"limits\":\"%s\","
+			     "\"exec\":\"%s\",\"rootfs\":[\"host\",\"dir\"%s],\"limits\":\"%s\","
 			     "\"pause\":%s}},\"rootfs\":\"%s\",\"network\":\"%s\","
 			     "\"memory\":%lld,\"pids\":%lld,\"cpu_quota_us\":%lld",
 			     iso->level ? "namespaces" : "plain", iso->userns ? "true" : "false",
-			     iso->via_helper ? "helper" : "setns", sbx__local_limits_kind(st),
+			     iso->via_helper ? "helper" : "setns",
+			     sbx__local_image_supported() ? ",\"image\"" : "",
+			     sbx__local_limits_kind(st),
 			     st->kill_mechanism == LOCAL_KILL_SUBREAPER ? "false" : "true", rootfs,
 			     iso->network_host ? "host" : "none", (long long)iso->memory,
 			     (long long)iso->pids, (long long)iso->cpu_quota_us);

@@ -557,3 +557,243 @@ Test(isolation, unprivileged_limits_refused)
 			 "local: memory, pids and cpus need the cgroup controllers (v2 with "
 			 "controllers, or v1 memory/pids/cpu writable by uid 65534)");
 }
+
+/* ---- image archives and root folders (made by make-archives.sh) */
+
+/* SBX_TEST_ARCHIVES/sub, skipping the case when it is absent. */
+static void archives(const char *sub, char *buf, size_t cap)
+{
+	const char *dir = getenv("SBX_TEST_ARCHIVES");
+	if (!dir || !*dir)
+		cr_skip_test("SBX_TEST_ARCHIVES is not set (the local_image_archives fixture)");
+	snprintf(buf, cap, "%s/%s", dir, sub);
+	if (access(buf, F_OK) != 0)
+		cr_skip_test("%s is missing (no podman to save images with?)", buf);
+}
+
+/* Config lines for the image cases: the cache inside the case's state dir. */
+static void start_image(const char *extra)
+{
+	char lines[1600];
+	snprintf(lines, sizeof(lines), "%s", extra);
+	start(lines);
+	skip_unless_supported();
+}
+
+/* The folders in the image cache's sha256/ (the unpacked images), and the first one's path. */
+static int cached_images(char *first, size_t cap)
+{
+	char dir[1000];
+	snprintf(dir, sizeof(dir), "%s/plugins/local-images/sha256", state_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || strstr(e->d_name, ".lock"))
+			continue;
+		if (n++ == 0)
+			snprintf(first, cap, "%s/%s", dir, e->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+static void fresh_image(size_t k, const char *image)
+{
+	sbx_create_opts c = {.image = image};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, ids[k], &err), SBX_OK, "%s: %s", image, err.message);
+}
+
+Test(isolation, image_by_name_from_archives_overlay_per_sandbox)
+{
+	char dir[700], extra[900];
+	archives("images", dir, sizeof(dir));
+	snprintf(extra, sizeof(extra), "    image: sbx-local-busybox\n    image_archives: %s\n",
+		 dir);
+	start_image(extra);
+	fresh(0);
+	fresh(1);
+	/* The image's tree and Env, not the host's. */
+	sbx_exec_result *r = run("echo $0 $PATH; head -1 /etc/passwd; test -e /usr/bin || echo "
+				 "no-usr; touch /bin/mine && echo wrote");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text,
+			 "/bin/sh /bin\nroot:x:0:0:root:/root:/bin/sh\nno-usr\nwrote\n");
+	r = run_in(1, "test -e /bin/mine && echo shared || echo apart", 0);
+	cr_assert_str_eq(r->stdout_text, "apart\n", "%s", r->stderr_text);
+	char img[1200], probe[1400];
+	cr_assert_eq(cached_images(img, sizeof(img)), 1);
+	snprintf(probe, sizeof(probe), "%s/rootfs/bin/mine", img);
+	cr_assert_neq(access(probe, F_OK), 0, "a sandbox wrote into the cache: %s", probe);
+	snprintf(probe, sizeof(probe), "%s/rootfs/bin/busybox", img);
+	cr_assert_eq(access(probe, X_OK), 0, "%s", probe);
+}
+
+Test(isolation, image_docker_and_oci_archives_share_one_cache_entry)
+{
+	char docker[700], oci[700];
+	archives("images/busybox-docker.tar", docker, sizeof(docker));
+	archives("images/busybox-oci.tar", oci, sizeof(oci));
+	start_image("");
+	fresh_image(0, docker);
+	fresh_image(1, oci);
+	char img[1200];
+	cr_assert_eq(cached_images(img, sizeof(img)), 1);
+	for (size_t k = 0; k < 2; k++) {
+		sbx_exec_result *r = run_in(k, "busybox echo hi; cat /etc/group | head -1", 0);
+		cr_assert_str_eq(r->stdout_text, "hi\nroot:x:0:\n", "%s", r->stderr_text);
+	}
+	/* The archive's contents are read once: an index per archive, current. */
+	char idx[1000];
+	snprintf(idx, sizeof(idx), "%s/plugins/local-images/archives", state_dir);
+	DIR *d = opendir(idx);
+	cr_assert_not_null(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	cr_assert_eq(n, 2);
+}
+
+Test(isolation, image_whiteouts_applied)
+{
+	char path[700];
+	archives("hostile/whiteouts.tar", path, sizeof(path));
+	start_image("");
+	fresh_image(0, path);
+	char img[1200], cmd[1600];
+	cr_assert_eq(cached_images(img, sizeof(img)), 1);
+	/* Read on the host: the image has no shell. */
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s/rootfs && find . | sort | tr '\\n' ' ' && cat g && tr '\\0' ' ' < ../env",
+		 img);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	char out[1000] = "";
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	pclose(p);
+	cr_assert_str_eq(out, ". ./a ./a/new ./c ./c/stay ./etc ./etc/hostname ./f ./f/inside ./g "
+			      "new filePATH=/bin FROM_IMAGE=sbx-test/whiteouts:1 ");
+}
+
+Test(isolation, image_hostile_archives_refused)
+{
+	static const struct {
+		const char *file, *msg;
+		int code;
+	} cases[] = {
+	    {"dotdot",
+	     "member '../../sbx-escape-dotdot' is absolute or leaves the root (import "
+	     "refused)",
+	     SBX_E_PATH},
+	    {"absolute", "/target/absolute' is absolute or leaves the root (import refused)",
+	     SBX_E_PATH},
+	    {"symlink", "member 'evil/symlink' goes through a symlink (import refused)",
+	     SBX_E_PATH},
+	    {"symlink-parent", "member 'evil/same-layer' goes through a symlink (import refused)",
+	     SBX_E_PATH},
+	    {"hardlink", "member 'h' is a hard link out of the root (import refused)", SBX_E_PATH},
+	    {"hardlink-dotdot", "member 'h' is a hard link out of the root (import refused)",
+	     SBX_E_PATH},
+	    {"whiteout-symlink", "member 'lnk/.wh.victim' goes through a symlink (import refused)",
+	     SBX_E_PATH},
+	    {"opaque-symlink", "member 'lnk/.wh..wh..opq' goes through a symlink (import refused)",
+	     SBX_E_PATH},
+	    {"bad-digest",
+	     ", not sha256:0000000000000000000000000000000000000000000000000000000000000000",
+	     SBX_E_IO},
+	    {"not-an-archive", "is not a readable tar: Unrecognized archive format", SBX_E_IO},
+	};
+	char dir[700], target[700];
+	archives("hostile", dir, sizeof(dir));
+	archives("target", target, sizeof(target));
+	start_image("");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[900], prefix[1000];
+		snprintf(path, sizeof(path), "%s/%s.tar", dir, cases[i].file);
+		sbx_create_opts c = {.image = path};
+		SBX_INIT_HEADER(c);
+		cr_assert_eq(sbx_create(host, &c, ids[0], &err), cases[i].code, "%s: %s",
+			     cases[i].file, err.message);
+		snprintf(prefix, sizeof(prefix), "local: image archive %s", path);
+		cr_assert(strncmp(err.message, prefix, strlen(prefix)) == 0, "%s", err.message);
+		cr_assert_not_null(strstr(err.message, cases[i].msg), "%s", err.message);
+		ids[0][0] = '\0';
+	}
+	/* Nothing was written where they aimed, nothing half-made is left in the cache. */
+	char cmd[1600];
+	snprintf(cmd, sizeof(cmd),
+		 "ls -A %s; ls -A %s/plugins/local-images/tmp; ls %s/.. | grep -c escape", target,
+		 state_dir, BUILD_DIR);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	char out[400] = "";
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	pclose(p);
+	cr_assert_str_eq(out, "victim\n0\n");
+	char img[1200];
+	cr_assert_eq(cached_images(img, sizeof(img)), 0);
+}
+
+Test(isolation, image_unknown_name_and_archive)
+{
+	char dir[700], extra[900];
+	archives("images", dir, sizeof(dir));
+	snprintf(extra, sizeof(extra), "    image_archives: %s\n", dir);
+	start_image(extra);
+	sbx_create_opts c = {.image = "no-such-image:2"};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, ids[0], &err), SBX_E_NOT_FOUND, "%s", err.message);
+	char want[1200];
+	snprintf(
+	    want, sizeof(want),
+	    "local: image 'no-such-image:2' (no-such-image:2) is in none of the 2 archives of %s",
+	    dir);
+	cr_assert_str_eq(err.message, want);
+	c.image = "/nonexistent/busybox.tar";
+	cr_assert_eq(sbx_create(host, &c, ids[0], &err), SBX_E_NOT_FOUND, "%s", err.message);
+	cr_assert_str_eq(
+	    err.message,
+	    "local: image archive /nonexistent/busybox.tar: No such file or directory");
+}
+
+Test(isolation, rootfs_dir_under_an_overlay)
+{
+	char dir[700], extra[900], probe[900];
+	archives("rootdir", dir, sizeof(dir));
+	snprintf(extra, sizeof(extra), "    rootfs: %s\n", dir);
+	start_image(extra);
+	fresh(0);
+	sbx_exec_result *r = run("cat /etc/hostname; echo $PATH; touch /bin/mine && echo wrote");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text,
+			 "rootdir\n/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+			 "wrote\n");
+	snprintf(probe, sizeof(probe), "%s/bin/mine", dir);
+	cr_assert_neq(access(probe, F_OK), 0, "the sandbox wrote into the folder: %s", probe);
+}
+
+Test(isolation, image_imported_without_root)
+{
+	char path[700];
+	archives("images/busybox-docker.tar", path, sizeof(path));
+	become_nobody();
+	start_image("");
+	fresh_image(0, path);
+	sbx_exec_result *r = run("id -u; ls -ln /bin/busybox | awk '{print $3}'; echo x > "
+				 "/etc/new && cat /etc/new");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, "0\n0\nx\n");
+	char img[1200], bin[1400];
+	cr_assert_eq(cached_images(img, sizeof(img)), 1);
+	snprintf(bin, sizeof(bin), "%s/rootfs/bin/busybox", img);
+	struct stat sb;
+	cr_assert_eq(stat(bin, &sb), 0, "%s", bin);
+	cr_assert_eq(sb.st_uid, NOBODY);
+}
