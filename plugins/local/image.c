@@ -57,14 +57,18 @@ static int mkdirs(const char *path)
 	return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : errno;
 }
 
+/* A name too long for an entry is left out: no reference is that long. */
 static int idx_add(img_index *x, const char *digest, const char *name)
 {
+	size_t dl = strlen(digest), nl = strlen(name);
+	if (dl != IMG_HEX || nl >= sizeof(x->v[0].name))
+		return 0;
 	idx_entry *v = realloc(x->v, (x->n + 1) * sizeof(*v));
 	if (!v)
 		return -1;
 	x->v = v;
-	snprintf(v[x->n].digest, sizeof(v[x->n].digest), "%s", digest);
-	snprintf(v[x->n].name, sizeof(v[x->n].name), "%s", name);
+	memcpy(v[x->n].digest, digest, dl + 1);
+	memcpy(v[x->n].name, name, nl + 1);
 	x->n++;
 	return 0;
 }

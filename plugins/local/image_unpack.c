@@ -192,9 +192,9 @@ static int opaque(layer_ctx *c, const char *name, const char *dir)
 	while (rc == SBX_OK && (e = readdir(d))) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		char path[4200];
-		snprintf(path, sizeof(path), "%s%s%s", dir, dir[0] ? "/" : "", e->d_name);
-		if (set_has(&c->written, path))
+		char path[4400];
+		int n = snprintf(path, sizeof(path), "%s%s%s", dir, dir[0] ? "/" : "", e->d_name);
+		if (n < 0 || (size_t)n >= sizeof(path) || set_has(&c->written, path))
 			continue;
 		int r = sbx__local_rmtree_at(dirfd(d), e->d_name);
 		if (r != 0 && r != ENOENT)
