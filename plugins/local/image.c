@@ -5,7 +5,7 @@
  * NAME is an archive's absolute path, or a reference ("busybox", "python:3.11",
  * "localhost/x:1") looked up among the archives of the `image_archives` folder by the names
  * they carry (RepoTags, OCI ref annotations), so a data source moves between docker and local
- * by changing its type. The cache (`image_cache`, default <state>/local-images) holds
+ * by changing its type. The cache (`image_cache`, default <root>/.images) holds
  *   sha256/<config digest>/rootfs  the unpacked tree, env (the image's Env, NUL-separated)
  *   archives/<sha256 of the archive's path>  what an archive holds (digests and names), valid
  *                                 while the archive's size, mtime and inode are unchanged

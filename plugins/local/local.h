@@ -142,6 +142,8 @@ void sbx__local_iso_fini(local_state *st);
 /* Starts the sandbox's init (called by create once the folder is in place). */
 int sbx__local_iso_create(const local_state *st, const char *id, const sbx_create_spec *spec,
 			  sbx_error *err);
+/* The pid of the live init of the sandbox in dir, 0 when none runs. */
+long sbx__local_iso_init_pid(const char *dir);
 /* Kills the init and removes the limit cgroups. */
 void sbx__local_iso_destroy(const local_state *st, const char *id);
 /* JSON members for info: "isolation":..., "levels":{...} (no braces around). */
@@ -195,15 +197,26 @@ typedef struct local_mounts {
 	char newroot[1300];
 } local_mounts;
 /* Plans the mounts for the sandbox in dir (<root>/<id>); lower is the image or DIR rootfs
- * ("" for rootfs: host). */
-int sbx__local_mounts_plan(const local_state *st, const char *dir, const char *lower,
-			   local_mounts *m, sbx_error *err);
+ * ("" for rootfs: host), cap the size of a tmpfs for the writable layer (0: on disk). */
+int sbx__local_mounts_plan(const char *dir, const char *lower, int64_t cap, local_mounts *m,
+			   sbx_error *err);
+/* The sandbox's disk cap recorded at create (<dir>/disk), 0 for none. */
+int64_t sbx__local_disk_cap(const char *dir);
 /* Child (async-signal-safe): performs the plan and pivots into it. 0 or an errno; *failed
- * is the index of the op that failed (m->n for the first step). */
-int sbx__local_mounts_apply(const local_mounts *m, size_t *failed);
+ * is the index of the op that failed (m->n for the first step); *held an fd of the capped
+ * writable layer (-1 without a cap). */
+int sbx__local_mounts_apply(const local_mounts *m, size_t *failed, int *held);
+/* The fd at which a sandbox's init keeps its capped writable layer open. */
+#define LOCAL_RW_FD 100
 /* The path an op works on, for the message about a failed one. */
 const char *sbx__local_mounts_path(const local_mounts *m, size_t i);
 void sbx__local_mounts_free(local_mounts *m);
+
+/* ---- disk.c: what a sandbox's writable layer uses */
+/* Bytes used by the sandbox's writable layer (overlay upper dir, or the private folders of
+ * rootfs: host) and its cap (0 none). */
+int sbx__local_disk_usage(const local_state *st, const char *id, int64_t *used, int64_t *cap,
+			  sbx_error *err);
 
 /* ---- limits.c: memory, pids and cpu cgroups of the isolated level */
 int sbx__local_limits_detect(local_state *st);

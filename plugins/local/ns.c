@@ -279,9 +279,9 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 	if (cache && cache[0] != '/')
 		return H->set_error(err, SBX_E_CONFIG,
 				    "local: image_cache '%.200s' is not an absolute path", cache);
-	int cn = cache ? snprintf(iso->image_cache, sizeof(iso->image_cache), "%s", cache)
-		       : snprintf(iso->image_cache, sizeof(iso->image_cache), "%s/local-images",
-				  H->state_dir());
+	int cn = cache
+		     ? snprintf(iso->image_cache, sizeof(iso->image_cache), "%s", cache)
+		     : snprintf(iso->image_cache, sizeof(iso->image_cache), "%s/.images", st->root);
 	if (cn < 0 || (size_t)cn >= sizeof(iso->image_cache) ||
 	    (archives && (size_t)snprintf(iso->image_dir, sizeof(iso->image_dir), "%s", archives) >=
 			     sizeof(iso->image_dir)))
@@ -418,6 +418,13 @@ static int open_init(const char *dir, long *pid_out)
 	return fd;
 }
 
+long sbx__local_iso_init_pid(const char *dir)
+{
+	long pid;
+	unsigned long long start;
+	return read_record(dir, &pid, &start) == 0 && start_time(pid) == start ? pid : 0;
+}
+
 /* ---- starting the init */
 
 static void close_except(const int *keep, size_t n)
@@ -545,10 +552,17 @@ static void run_init(const init_plan *ip)
 	if (ip->unshare_flags & CLONE_NEWNET)
 		loopback_up(ip->report);
 	size_t op = 0;
-	int e = sbx__local_mounts_apply(ip->mounts, &op);
+	int held = -1, report = ip->report;
+	int e = sbx__local_mounts_apply(ip->mounts, &op, &held);
 	if (e != 0) {
-		send_msg(ip->report, MSG_FAIL, STAGE_MOUNT, e, 0, op);
+		send_msg(report, MSG_FAIL, STAGE_MOUNT, e, 0, op);
 		_exit(1);
+	}
+	if (held >= 0 && held != LOCAL_RW_FD) {
+		if (report == LOCAL_RW_FD)
+			report = fcntl(report, F_DUPFD_CLOEXEC, LOCAL_RW_FD + 1);
+		dup2(held, LOCAL_RW_FD);
+		close(held);
 	}
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -574,8 +588,8 @@ static void run_init(const init_plan *ip)
 	if (!ip->uid_map[0])
 		prctl(PR_SET_DUMPABLE, 0);
 	sbx__local_blank_cmdline("sbx-init");
-	send_msg(ip->report, MSG_READY, 0, 0, 0, 0);
-	close(ip->report);
+	send_msg(report, MSG_READY, 0, 0, 0, 0);
+	close(report);
 	for (;;)
 		pause();
 }
@@ -638,8 +652,11 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	if (read_lower(dir, lower, sizeof(lower)) != 0)
 		return H->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", dir,
 				    strerror(errno));
+	int64_t cap = sbx__local_disk_cap(dir);
 	int e = mkdir_in(dir, "root", 0755);
-	if (!e && !lower[0]) {
+	if (!e && cap)
+		e = mkdir_in(dir, "rw", 0755);
+	else if (!e && !lower[0]) {
 		e = mkdir_in(dir, "priv", 0755);
 		if (!e)
 			e = mkdir_in(dir, "priv/tmp", 01777);
@@ -658,7 +675,7 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	if (e)
 		return H->set_error(err, SBX_E_IO, "local: cannot make the folders of %s: %s", dir,
 				    strerror(e));
-	rc = sbx__local_mounts_plan(st, dir, lower, &m, err);
+	rc = sbx__local_mounts_plan(dir, lower, cap, &m, err);
 	if (rc != SBX_OK)
 		return rc;
 	/* The sandbox's kill cgroup (where there is one), then its limit cgroups. */
@@ -829,6 +846,15 @@ int sbx__local_iso_create(const local_state *st, const char *id, const sbx_creat
 		snprintf(lower, sizeof(lower), "%s", iso->rootfs_dir);
 	if (rc != SBX_OK)
 		return rc;
+	if (iso->disk) {
+		char path[1300], v[32];
+		snprintf(path, sizeof(path), "%s/disk", dir);
+		int n = snprintf(v, sizeof(v), "%lld\n", (long long)iso->disk);
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || write(fd, v, (size_t)n) != n || close(fd) != 0)
+			return H->set_error(err, SBX_E_IO, "local: create: cannot write %s: %s",
+					    path, strerror(errno));
+	}
 	if (lower[0]) {
 		char path[1300];
 		snprintf(path, sizeof(path), "%s/lower", dir);

@@ -424,6 +424,7 @@ Test(isolation, bad_settings_refused)
 	    {"    network: bridge\n", "local: network 'bridge' is not one of none, host"},
 	    {"    rootfs: relative/dir\n", "local: rootfs 'relative/dir' is neither 'host'"},
 	    {"    pids: 1\n", "local: pids 1 is out of range"},
+	    {"    disk: lots\n", "local: disk 'lots' is not a size (e.g. 10G)"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		start(cases[i].extra);
@@ -584,7 +585,7 @@ static void start_image(const char *extra)
 static int cached_images(char *first, size_t cap)
 {
 	char dir[1000];
-	snprintf(dir, sizeof(dir), "%s/plugins/local-images/sha256", state_dir);
+	snprintf(dir, sizeof(dir), "%s/plugins/local/.images/sha256", state_dir);
 	DIR *d = opendir(dir);
 	if (!d)
 		return 0;
@@ -648,7 +649,7 @@ Test(isolation, image_docker_and_oci_archives_share_one_cache_entry)
 	}
 	/* The archive's contents are read once: an index per archive, current. */
 	char idx[1000];
-	snprintf(idx, sizeof(idx), "%s/plugins/local-images/archives", state_dir);
+	snprintf(idx, sizeof(idx), "%s/plugins/local/.images/archives", state_dir);
 	DIR *d = opendir(idx);
 	cr_assert_not_null(d);
 	int n = 0;
@@ -728,7 +729,7 @@ Test(isolation, image_hostile_archives_refused)
 	/* Nothing was written where they aimed, nothing half-made is left in the cache. */
 	char cmd[1600];
 	snprintf(cmd, sizeof(cmd),
-		 "ls -A %s; ls -A %s/plugins/local-images/tmp; ls %s/.. | grep -c escape", target,
+		 "ls -A %s; ls -A %s/plugins/local/.images/tmp; ls %s/.. | grep -c escape", target,
 		 state_dir, BUILD_DIR);
 	FILE *p = popen(cmd, "r");
 	cr_assert_not_null(p);
@@ -796,4 +797,75 @@ Test(isolation, image_imported_without_root)
 	struct stat sb;
 	cr_assert_eq(stat(bin, &sb), 0, "%s", bin);
 	cr_assert_eq(sb.st_uid, NOBODY);
+}
+
+/* ---- the writable layer's disk */
+
+/* "upper_bytes" and "cap_bytes" of sandbox k. */
+static void disk_of(size_t k, long long *used, long long *cap)
+{
+	char *json = NULL;
+	cr_assert_eq(sbx_sandbox_info(host, ids[k], &json, &err), SBX_OK, "%s", err.message);
+	const char *u = strstr(json, "\"upper_bytes\":");
+	const char *c = strstr(json, "\"cap_bytes\":");
+	cr_assert(u && c, "%s", json);
+	*used = strtoll(u + 14, NULL, 10);
+	*cap = strtoll(c + 12, NULL, 10);
+	sbx_free(json);
+}
+
+Test(isolation, disk_use_reported)
+{
+	one(NULL);
+	long long used, cap;
+	disk_of(0, &used, &cap);
+	cr_assert_eq(cap, 0);
+	cr_assert_lt(used, 1 << 20);
+	sbx_exec_result *r = run("head -c 3145728 /dev/urandom > /tmp/f && echo ok");
+	cr_assert_str_eq(r->stdout_text, "ok\n", "%s", r->stderr_text);
+	disk_of(0, &used, &cap);
+	cr_assert(used >= 3145728 && used < 4194304, "%lld bytes", used);
+	r = run("rm /tmp/f");
+	disk_of(0, &used, &cap);
+	cr_assert_lt(used, 1 << 20);
+}
+
+Test(isolation, disk_cap_stops_writes)
+{
+	one("    disk: 8M\n");
+	sbx_exec_result *r = run("dd if=/dev/zero of=/tmp/big bs=1M count=12");
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_not_null(strstr(r->stderr_text, "No space left on device"), "%s", r->stderr_text);
+	long long used, cap;
+	disk_of(0, &used, &cap);
+	cr_assert_eq(cap, 8 << 20);
+	cr_assert(used > (7 << 20) && used <= cap, "%lld bytes", used);
+	/* The work dir is the host's, outside the cap. */
+	r = run("head -c 9437184 /dev/zero > big && echo ok");
+	cr_assert_str_eq(r->stdout_text, "ok\n", "%s", r->stderr_text);
+	char *json = NULL;
+	cr_assert_eq(sbx_sandbox_info(host, ids[0], &json, &err), SBX_OK, "%s", err.message);
+	cr_assert_not_null(strstr(json, "{\"isolation\":\"namespaces\",\"rootfs\":\"host\","), "%s",
+			   json);
+	sbx_free(json);
+}
+
+Test(isolation, image_overlay_disk_capped)
+{
+	char path[700];
+	archives("images/busybox-docker.tar", path, sizeof(path));
+	start_image("    disk: 4M\n");
+	fresh_image(0, path);
+	sbx_exec_result *r =
+	    run("dd if=/dev/zero of=/bin/big bs=1M count=2 2>/dev/null && echo fits; "
+		"dd if=/dev/zero of=/etc/big bs=1M count=4 2>&1 | grep -c 'No space'");
+	cr_assert_str_eq(r->stdout_text, "fits\n1\n", "%s", r->stderr_text);
+	long long used, cap;
+	disk_of(0, &used, &cap);
+	cr_assert_eq(cap, 4 << 20);
+	cr_assert(used > (3 << 20) && used <= cap, "%lld bytes", used);
+	char *json = NULL;
+	cr_assert_eq(sbx_sandbox_info(host, ids[0], &json, &err), SBX_OK, "%s", err.message);
+	cr_assert_not_null(strstr(json, "\"rootfs\":\"image\""), "%s", json);
+	sbx_free(json);
 }
