@@ -229,16 +229,14 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 				    "local: isolation '%.64s' is not one of plain, namespaces",
 				    level);
 	if (iso->level == LOCAL_ISO_PLAIN) {
-		const char *set = rootfs     ? "rootfs"
-				  : image    ? "image"
-				  : net      ? "network"
-				  : mem      ? "memory"
-				  : disk     ? "disk"
-				  : cpus     ? "cpus"
-				  : pids     ? "pids"
-				  : archives ? "image_archives"
-				  : cache    ? "image_cache"
-					     : NULL;
+		const char *set = rootfs  ? "rootfs"
+				  : image ? "image"
+				  : net   ? "network"
+				  : mem   ? "memory"
+				  : disk  ? "disk"
+				  : cpus  ? "cpus"
+				  : pids  ? "pids"
+					  : NULL;
 		if (set)
 			return H->set_error(err, SBX_E_CONFIG,
 					    "local: '%s' needs 'isolation: namespaces'", set);

@@ -211,9 +211,10 @@ int sbx__local_mounts_plan(const char *dir, const char *lower, int64_t cap, loca
 		    add_in(m, OP_MKDIR, 01777, NULL, "/tmp", NULL))
 			goto nomem;
 	}
-	if (add_in(m, OP_MKDIR, 0700, NULL, work, NULL) || add_in(m, OP_BIND, 0, work, work, NULL))
-		goto nomem;
+	/* The work dir last: a state dir under /dev/shm would be hidden by the fresh /dev. */
 	if (plan_dev_proc(m))
+		goto nomem;
+	if (add_in(m, OP_MKDIR, 0700, NULL, work, NULL) || add_in(m, OP_BIND, 0, work, work, NULL))
 		goto nomem;
 	if (!lower[0] && add(m, OP_RDONLY, 0, NULL, m->newroot, NULL))
 		goto nomem;

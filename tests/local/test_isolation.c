@@ -869,3 +869,18 @@ Test(isolation, image_overlay_disk_capped)
 	cr_assert_not_null(strstr(json, "\"rootfs\":\"image\""), "%s", json);
 	sbx_free(json);
 }
+
+/* The work dir is bound at its host path after the sandbox's /dev is made: a state dir on
+ * /dev/shm (the usual tmpfs) is not hidden by it. */
+Test(isolation, state_dir_under_dev_shm)
+{
+	snprintf(state_dir, sizeof(state_dir), "/dev/shm/sbx-iso-XXXXXX");
+	cr_assert_not_null(mkdtemp(state_dir));
+	start(NULL);
+	skip_unless_supported();
+	fresh(0);
+	sbx_exec_result *r = run("pwd && echo x > f && cat f && ls /dev/null");
+	char want[1200];
+	snprintf(want, sizeof(want), "%s/plugins/local/%s/work\nx\n/dev/null\n", state_dir, bid(0));
+	cr_assert_str_eq(r->stdout_text, want, "%s", r->stderr_text);
+}
