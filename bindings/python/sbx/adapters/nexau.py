@@ -356,6 +356,8 @@ class SbxSandbox(BaseSandbox):
         return SbxFiles(self._host(), sid), a
 
     def _cwd(self, cwd: Optional[str]) -> Optional[str]:
+        if self._host_paths:  # the host folder itself, so pwd and $PWD say what LocalSandbox's do
+            return self._abs(cwd or ".")
         if not cwd:
             return None
         a = self._abs(cwd)
