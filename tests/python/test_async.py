@@ -1,18 +1,15 @@
 import asyncio
 import os
-import subprocess
 import threading
 import time
 import unittest
 
 import sbx
+from proctable import alive
 
 LOCAL = {"data_source": {"sandbox": {"type": "local"}}}
 
 
-def _alive(marker):
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines() if ln.startswith(marker)]
 
 
 async def _until(pred, bound=20.0):
@@ -61,14 +58,14 @@ class CancelTest(unittest.TestCase):
             async with sbx.AsyncHost(LOCAL, max_workers=1) as h:
                 sid = await h.create()
                 task = asyncio.ensure_future(h.exec(sid, f"exec -a {marker} sleep 60"))
-                await _until(lambda: _alive(marker))
-                self.assertTrue(_alive(marker))
+                await _until(lambda: alive(marker))
+                self.assertTrue(alive(marker))
                 worker = next(iter(h._inflight.values()))
                 task.cancel()
                 with self.assertRaises(asyncio.CancelledError):
                     await task
-                took = await _until(lambda: worker.done() and not _alive(marker))
-                self.assertEqual(_alive(marker), [])
+                took = await _until(lambda: worker.done() and not alive(marker))
+                self.assertEqual(alive(marker), [])
                 self.assertLess(took, 10.0)  # sanity bound; ~0.2 s measured
                 # the one worker is free again: the next call runs at once
                 self.assertEqual((await h.exec(sid, "echo next")).stdout, "next\n")
@@ -83,11 +80,11 @@ class CancelTest(unittest.TestCase):
             sid = await h.create()
             runs = [asyncio.ensure_future(h.exec(sid, f"exec -a {marker} sleep 60"))
                     for _ in range(2)]
-            await _until(lambda: len(_alive(marker)) == 2)
+            await _until(lambda: len(alive(marker)) == 2)
             t0 = time.monotonic()
             await h.aclose()
             self.assertLess(time.monotonic() - t0, 10.0)  # not the commands' 60 s
-            self.assertEqual(_alive(marker), [])
+            self.assertEqual(alive(marker), [])
             for r in runs:
                 self.assertEqual((await r).signal, 9)
         asyncio.run(main())

@@ -11,6 +11,7 @@ import tomllib
 import unittest
 from pathlib import Path
 
+from proctable import alive
 import standins  # noqa: F401  (first: NeMo Gym's import paths)
 from nemo_gym.sandbox import (AsyncSandbox, ConnectableProvider, SandboxSpec, create_provider,
                               list_providers)
@@ -136,11 +137,9 @@ class RoundTripTest(unittest.TestCase):
                 t0 = time.monotonic()
                 with self.assertRaises(asyncio.TimeoutError):
                     await asyncio.wait_for(box.exec(f"exec -a {marker} sleep 60"), 0.5)
-                left = "1"
-                while left != "0" and time.monotonic() - t0 < 20:
-                    left = (await box.exec(f"ps -eo args | grep -c '^{marker}' || true")
-                            ).stdout.strip()
-                self.assertEqual(left, "0")
+                while alive(marker) and time.monotonic() - t0 < 20:
+                    await asyncio.sleep(0.02)
+                self.assertEqual(alive(marker), [])
                 await box.stop()  # aclose() while `other` runs leaves it running
                 self.assertEqual((await slow).stdout, "other\n")
             finally:

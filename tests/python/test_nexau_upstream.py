@@ -5,13 +5,13 @@ loop unchanged."""
 import dataclasses
 import os
 import stat
-import subprocess
 import tempfile
 import time
 import unittest
 from pathlib import Path
 from unittest import mock
 
+from proctable import alive
 import standins  # noqa: F401  (first: NexAU's import paths)
 from nexau.archs.sandbox import base_sandbox as nx
 from nexau.archs.tool import builtin as tools
@@ -21,9 +21,6 @@ from sbx.adapters import nexau as adapter
 from sbx.adapters.nexau import SbxSandbox, SbxSandboxManager
 
 
-def _alive(marker):
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines() if marker in ln and "ps -eo" not in ln]
 
 
 class TypesTest(unittest.TestCase):
@@ -164,6 +161,11 @@ class BackgroundTest(Base):
         self.assertEqual(gone.error, f"Background task not found: pid={pid}")
         self.assertEqual(self.sb.kill_background_task(pid).error,
                          f"Background task not found: pid={pid}")
+        running = self.sb.execute_bash("sleep 60", background=True).background_pid
+        self.assertTrue(Path(self.work, ".sbx/jobs").is_dir())
+        self.sb.close()  # ends its tasks; the user's folder keeps no .sbx
+        self.assertEqual(os.listdir(self.work), [])
+        self.assertIn(running, self.sb.list_background_tasks())
 
     def test_finished_task_and_exit_code(self):
         ok = self.sb.execute_bash("echo done", background=True).background_pid
@@ -184,14 +186,14 @@ class BackgroundTest(Base):
         pid = self.sb.execute_bash(f"bash -c 'exec -a {marker} sleep 120' & sleep 120",
                                    background=True).background_pid
         deadline = time.monotonic() + 30
-        while not _alive(marker) and time.monotonic() < deadline:
+        while not alive(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertTrue(_alive(marker))
+        self.assertTrue(alive(marker))
         self.sb.kill_background_task(pid)
         deadline = time.monotonic() + 30
-        while _alive(marker) and time.monotonic() < deadline:
+        while alive(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertEqual(_alive(marker), [])
+        self.assertEqual(alive(marker), [])
 
 
 class FilesTest(Base):

@@ -221,6 +221,7 @@ class SbxSandbox(BaseSandbox):
     def close(self) -> None:
         """Destroys the sandbox if this object made it; frees a host it made."""
         with self._lock:
+            self._sweep_jobs()
             fin, self._finalizer = self._finalizer, None
             if fin is not None:
                 fin()
@@ -234,6 +235,26 @@ class SbxSandbox(BaseSandbox):
         self.close()
         return True
 
+    def _sweep_jobs(self, force: bool = False) -> None:
+        """In LocalSandbox mode the jobs' folders live in the user's work dir: a closing
+        sandbox ends its tasks and leaves no `.sbx` behind there (kept if others use it)."""
+        if not (self._host_paths and self._sbx_id and (self._owns or force)):
+            return
+        for pid in list(self._background_tasks):
+            task = self._background_tasks[pid]
+            if not task["finished"]:
+                try:
+                    task["job"].kill(signal.SIGKILL)
+                    task["job"].wait(10)
+                except (SbxError, JobTimeout):
+                    pass
+            self._forget_job(task)
+        for d in (".sbx/jobs", ".sbx"):
+            try:
+                os.rmdir(os.path.join(str(self.work_dir), d))
+            except OSError:
+                break
+
     def detach(self) -> Optional[str]:
         """Stops owning the sandbox (it outlives this object); returns its id."""
         with self._lock:
@@ -246,6 +267,7 @@ class SbxSandbox(BaseSandbox):
     def destroy(self) -> None:
         """Destroys the sandbox whoever made it (a gone one counts as destroyed)."""
         with self._lock:
+            self._sweep_jobs(force=True)
             sid = self._sbx_id or self.sandbox_id
             self.detach()
             if sid:
@@ -513,27 +535,43 @@ class SbxSandbox(BaseSandbox):
         if task is None:
             return self._not_found(pid)
         ms = int((time.monotonic() - task["t0"]) * 1000)
-        try:
-            st = task["job"].status()
-        except SbxError as e:
-            return CommandResult(status=SandboxStatus.ERROR, stderr=str(e), exit_code=-1,
-                                 duration_ms=ms, error=f"Background task status failed: {e}",
-                                 background_pid=pid, **self._files_of(task["std_output_dir"]))
         out_dir = task["std_output_dir"]
+        running = False
+        if not task["finished"]:
+            try:
+                st = task["job"].status()
+            except SbxError as e:
+                return CommandResult(status=SandboxStatus.ERROR, stderr=str(e), exit_code=-1,
+                                     duration_ms=ms, error=f"Background task status failed: {e}",
+                                     background_pid=pid, **self._files_of(out_dir))
+            running = st.running
+            if not running:
+                if st.state == "lost":
+                    code, error = -1, "Background task lost: its supervisor in the sandbox is gone"
+                else:
+                    code = -st.signal if st.signal else st.exit_code
+                    error = None if code == 0 else f"Command failed with exit code {code}"
+                task.update(finished=True, exit_code=code, error=error)
+                self._forget_job(task)
         out, err, cut, o_out, o_err = self._cut(*self._read_outputs(out_dir), out_dir)
         common = dict(stdout=out, stderr=err, duration_ms=ms, truncated=cut,
                       original_stdout_length=o_out, original_stderr_length=o_err,
                       background_pid=pid, **self._files_of(out_dir))
-        if st.running:
+        if running:
             return CommandResult(status=SandboxStatus.RUNNING, exit_code=-1, **common)
-        if st.state == "lost":
-            code, error = -1, "Background task lost: its supervisor in the sandbox is gone"
-        else:
-            code = -st.signal if st.signal else st.exit_code
-            error = None if code == 0 else f"Command failed with exit code {code}"
-        task.update(finished=True, exit_code=code, error=error)
+        code = task["exit_code"]
         return CommandResult(status=SandboxStatus.SUCCESS if code == 0 else SandboxStatus.ERROR,
-                             exit_code=code, error=error, **common)
+                             exit_code=code, error=task["error"], **common)
+
+    def _forget_job(self, task) -> None:
+        """Removes an ended job's folder (.sbx/jobs/<hex> beneath the backend's work dir, in
+        LocalSandbox mode the user's own folder); its outcome stays in the task and its output
+        in NexAU's output folder."""
+        hexid = task["job_id"].split("@", 1)[0]
+        try:
+            SbxFiles(self._host(), self._ensure()).remove(f".sbx/jobs/{hexid}", recursive=True)
+        except (SbxError, OSError) as e:
+            logger.debug("job folder %s: %s", hexid, e)
 
     def kill_background_task(self, pid: int) -> CommandResult:
         """SIGTERM to the task's whole tree, SIGKILL after a grace (LocalSandbox's 5 s) if
@@ -557,6 +595,7 @@ class SbxSandbox(BaseSandbox):
                                  error=f"Failed to kill background task: {str(e)[:200]}",
                                  background_pid=pid)
         self._background_tasks.pop(pid, None)
+        self._forget_job(task)
         return CommandResult(status=SandboxStatus.SUCCESS,
                              stdout=f"Background task (pid={pid}) killed successfully",
                              exit_code=0, duration_ms=int((time.monotonic() - task["t0"]) * 1000),
