@@ -72,6 +72,24 @@ class CancelTest(unittest.TestCase):
                 await h.destroy(sid)
         asyncio.run(main())
 
+    def test_cancel_before_the_command_started_still_kills_it(self):
+        marker = f"sbx-early-{os.getpid()}-{time.monotonic_ns()}"
+
+        async def main():
+            async with sbx.AsyncHost(LOCAL, max_workers=1) as h:
+                sid = await h.create()
+                task = asyncio.ensure_future(h.exec(sid, f"exec -a {marker} sleep 60"))
+                await asyncio.sleep(0)  # the call is on its worker, the command not yet up
+                worker = next(iter(h._inflight.values()))
+                task.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await task
+                await _until(worker.done, 40.0)
+                self.assertTrue(worker.done())  # well before the command's 60 s
+                self.assertEqual(alive(marker), [])
+                await h.destroy(sid)
+        asyncio.run(main())
+
     def test_aclose_kills_running_commands_instead_of_waiting(self):
         marker = f"sbx-aclose-{os.getpid()}-{time.monotonic_ns()}"
 
