@@ -14,11 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sbx/support/host.h>
-
-#include "cgroup.h"
-#include "limits.h"
-#include "state.h"
+#include "local.h"
 
 #define V1_BASE "/sys/fs/cgroup"
 
@@ -94,23 +90,42 @@ static int v1_root(const char *ctl, const char *suffix, char *buf, size_t cap)
 	return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
-int local_limits_detect(local_state *st)
+/* 1 when cg_root's v2 tree offers memory, pids and cpu. */
+static int v2_has_controllers(const local_state *st)
+{
+	char ctl[512] = "", path[700];
+	if (st->kill_mechanism != LOCAL_KILL_CGROUP_V2)
+		return 0;
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", st->cg_root);
+	return read_text(path, ctl, sizeof(ctl)) == 0 && has_word(ctl, "memory") &&
+	       has_word(ctl, "pids") && has_word(ctl, "cpu");
+}
+
+const char *sbx__local_limits_kind(const local_state *st)
+{
+	if (v2_has_controllers(st))
+		return "cgroup-v2";
+	static const char *const ctl[] = {V1_BASE "/memory/cgroup.procs",
+					  V1_BASE "/pids/cgroup.procs",
+					  V1_BASE "/cpu/cgroup.procs"};
+	for (size_t i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++)
+		if (access(ctl[i], W_OK) != 0)
+			return "none";
+	return "cgroup-v1";
+}
+
+int sbx__local_limits_detect(local_state *st)
 {
 	local_iso *iso = &st->iso;
 	iso->mem_cg[0] = iso->pids_cg[0] = iso->cpu_cg[0] = '\0';
 	iso->limits_v2 = 0;
 	if (!iso->memory && !iso->pids && !iso->cpu_quota_us)
 		return 0;
-	if (st->kill_mechanism == LOCAL_KILL_CGROUP_V2) {
-		char ctl[512] = "", path[700];
-		snprintf(path, sizeof(path), "%s/cgroup.controllers", st->cg_root);
-		if (read_text(path, ctl, sizeof(ctl)) == 0 && has_word(ctl, "memory") &&
-		    has_word(ctl, "pids") && has_word(ctl, "cpu")) {
-			/* The sandbox cgroups below cg_root get the controllers. */
-			write_text(st->cg_root, "cgroup.subtree_control", "+memory +pids +cpu");
-			iso->limits_v2 = 1;
-			return 0;
-		}
+	if (v2_has_controllers(st)) {
+		/* The sandbox cgroups below cg_root get the controllers. */
+		write_text(st->cg_root, "cgroup.subtree_control", "+memory +pids +cpu");
+		iso->limits_v2 = 1;
+		return 0;
 	}
 	const char *suffix = cg_suffix(st->cg_root[0] ? st->cg_root : "/sbx");
 	if (iso->memory && v1_root("memory", suffix, iso->mem_cg, sizeof(iso->mem_cg)) != 0)
@@ -132,19 +147,20 @@ static int set_limit(const char *dir, const char *file, const char *value, sbx_e
 {
 	int e = write_text(dir, file, value);
 	if (e != 0)
-		return sbxs_host->set_error(err, SBX_E_IO, "local: cannot set %s/%s to %s: %s", dir,
-					    file, value, strerror(e));
+		return sbx__local_host->set_error(err, SBX_E_IO,
+						  "local: cannot set %s/%s to %s: %s", dir, file,
+						  value, strerror(e));
 	return SBX_OK;
 }
 
-int local_limits_create(const local_state *st, const char *id, sbx_error *err)
+int sbx__local_limits_create(const local_state *st, const char *id, sbx_error *err)
 {
 	const local_iso *iso = &st->iso;
 	char dir[700], v[64];
 	int rc = SBX_OK;
 	if (iso->limits_v2) {
-		if (local_cg_sandbox_path(st, id, dir, sizeof(dir)) != SBX_OK)
-			return sbxs_host->set_error(err, SBX_E_INVAL, "local: path too long");
+		if (sbx__local_cg_sandbox_path(st, id, dir, sizeof(dir)) != SBX_OK)
+			return sbx__local_host->set_error(err, SBX_E_INVAL, "local: path too long");
 		if (iso->memory) {
 			snprintf(v, sizeof(v), "%lld", (long long)iso->memory);
 			rc = set_limit(dir, "memory.max", v, err);
@@ -166,11 +182,11 @@ int local_limits_create(const local_state *st, const char *id, sbx_error *err)
 		if (!roots[i][0])
 			continue;
 		if (cg_of(roots[i], id, dir, sizeof(dir)) != 0)
-			return sbxs_host->set_error(err, SBX_E_INVAL, "local: path too long");
+			return sbx__local_host->set_error(err, SBX_E_INVAL, "local: path too long");
 		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-			return sbxs_host->set_error(err, SBX_E_IO,
-						    "local: cannot create cgroup %s: %s", dir,
-						    strerror(errno));
+			return sbx__local_host->set_error(err, SBX_E_IO,
+							  "local: cannot create cgroup %s: %s", dir,
+							  strerror(errno));
 		if (i == 0) {
 			snprintf(v, sizeof(v), "%lld", (long long)iso->memory);
 			rc = set_limit(dir, "memory.limit_in_bytes", v, err);
@@ -190,7 +206,8 @@ int local_limits_create(const local_state *st, const char *id, sbx_error *err)
 	return rc;
 }
 
-int local_limits_open(const local_state *st, const char *id, int *procs, size_t n, sbx_error *err)
+int sbx__local_limits_open(const local_state *st, const char *id, int *procs, size_t n,
+			   sbx_error *err)
 {
 	const local_iso *iso = &st->iso;
 	const char *roots[] = {iso->mem_cg, iso->pids_cg, iso->cpu_cg};
@@ -202,18 +219,18 @@ int local_limits_open(const local_state *st, const char *id, int *procs, size_t 
 		char path[800];
 		int m = snprintf(path, sizeof(path), "%s/%s/cgroup.procs", roots[i], id);
 		if (m < 0 || (size_t)m >= sizeof(path))
-			return sbxs_host->set_error(err, SBX_E_INVAL, "local: path too long");
+			return sbx__local_host->set_error(err, SBX_E_INVAL, "local: path too long");
 		procs[k] = open(path, O_WRONLY | O_CLOEXEC);
 		if (procs[k] < 0)
-			return sbxs_host->set_error(err, SBX_E_IO,
-						    "local: cannot open the limit cgroup %s: %s",
-						    path, strerror(errno));
+			return sbx__local_host->set_error(
+			    err, SBX_E_IO, "local: cannot open the limit cgroup %s: %s", path,
+			    strerror(errno));
 		k++;
 	}
 	return SBX_OK;
 }
 
-int local_limits_oom_file(const local_state *st, const char *id, char *buf, size_t cap)
+int sbx__local_limits_oom_file(const local_state *st, const char *id, char *buf, size_t cap)
 {
 	const local_iso *iso = &st->iso;
 	int n;
@@ -233,7 +250,7 @@ int local_limits_oom_file(const local_state *st, const char *id, char *buf, size
 	return 0;
 }
 
-int64_t local_limits_oom_count(const char *file)
+int64_t sbx__local_limits_oom_count(const char *file)
 {
 	char buf[1024];
 	if (!file[0] || read_text(file, buf, sizeof(buf)) != 0)
@@ -246,7 +263,7 @@ int64_t local_limits_oom_count(const char *file)
 	return -1;
 }
 
-void local_limits_remove(const local_state *st, const char *id)
+void sbx__local_limits_remove(const local_state *st, const char *id)
 {
 	const local_iso *iso = &st->iso;
 	const char *roots[] = {iso->mem_cg, iso->pids_cg, iso->cpu_cg};

@@ -8,15 +8,11 @@
 
 #include <jansson.h>
 
-#include <sbx/support/host.h>
+#include "local.h"
 
-#include "folder.h"
-#include "meta.h"
-#include "state.h"
-
-int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err)
+int sbx__local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err)
 {
-	const sbx_host_api *h = sbxs_host;
+	const sbx_host_api *h = sbx__local_host;
 	char path[1200], tmp[1210];
 	int rc;
 	int n = snprintf(path, sizeof(path), "%s/meta.json", dir);
@@ -62,12 +58,12 @@ out:
 static json_t *meta_load(const local_state *st, const char *id)
 {
 	char path[1200];
-	if (local_path(st, id, "meta.json", path, sizeof(path), NULL) != SBX_OK)
+	if (sbx__local_path(st, id, "meta.json", path, sizeof(path), NULL) != SBX_OK)
 		return NULL;
 	return json_load_file(path, 0, NULL);
 }
 
-void local_strv_free(char **v)
+void sbx__local_strv_free(char **v)
 {
 	if (!v)
 		return;
@@ -76,7 +72,7 @@ void local_strv_free(char **v)
 	free(v);
 }
 
-int local_meta_env(const local_state *st, const char *id, char ***out, sbx_error *err)
+int sbx__local_meta_env(const local_state *st, const char *id, char ***out, sbx_error *err)
 {
 	*out = NULL;
 	json_t *root = meta_load(st, id);
@@ -101,7 +97,7 @@ int local_meta_env(const local_state *st, const char *id, char ***out, sbx_error
 		size_t len = strlen(k) + strlen(s) + 2;
 		v[i] = malloc(len);
 		if (!v[i]) {
-			local_strv_free(v);
+			sbx__local_strv_free(v);
 			goto nomem;
 		}
 		snprintf(v[i], len, "%s=%s", k, s);
@@ -110,13 +106,14 @@ int local_meta_env(const local_state *st, const char *id, char ***out, sbx_error
 	*out = v;
 	goto out;
 nomem:
-	rc = sbxs_host->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
+	rc = sbx__local_host->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
 out:
 	json_decref(root);
 	return rc;
 }
 
-int local_meta_has_label(const local_state *st, const char *id, const char *key, const char *value)
+int sbx__local_meta_has_label(const local_state *st, const char *id, const char *key,
+			      const char *value)
 {
 	json_t *root = meta_load(st, id);
 	if (!root)
