@@ -207,33 +207,23 @@ static int api_config_json(const sbx_config *cfg, const char *key, const char **
 	return rc;
 }
 
-/* mkdir -p with mode 0700 for the folders it creates. */
-static int make_dirs(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		int r = mkdir(path, 0700);
-		*p = '/';
-		if (r != 0 && errno != EEXIST)
-			return -1;
-	}
-	return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
-}
-
 static const char *api_state_dir(void)
 {
 	const char *dir = NULL;
 	pthread_mutex_lock(&api_lock);
 	if (state_dir_buf[0]) {
-		char tmp[PATH_MAX];
-		memcpy(tmp, state_dir_buf, sizeof(tmp));
-		if (make_dirs(tmp) == 0)
+		if (sbx__mkdirs(state_dir_buf) == 0)
 			dir = state_dir_buf;
 	}
 	pthread_mutex_unlock(&api_lock);
 	return dir;
+}
+
+static const char *api_state_dir_for(const sbx_config *cfg)
+{
+	if (cfg == NULL || cfg->state_dir == NULL)
+		return NULL;
+	return sbx__mkdirs(cfg->state_dir) == 0 ? cfg->state_dir : NULL;
 }
 
 void sbx__set_state_dir(const char *dir)
@@ -273,6 +263,7 @@ static const sbx_host_api host_api = {
     .config_bool = api_config_bool,
     .config_json = api_config_json,
     .state_dir = api_state_dir,
+    .state_dir_for = api_state_dir_for,
 };
 
 const sbx_host_api *sbx__host_api(void)

@@ -26,9 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gc.h"
-#include "internal.h"
-#include "ledger.h"
+#include "host_internal.h"
 
 #define HEX_LEN          12
 #define CTL_TIMEOUT_MS   60000ull
@@ -329,7 +327,7 @@ static int take_one(void *ctx, const sbx_job_info *info, const char *none_hex)
 	(void)none_hex;
 	one_ctx *c = ctx;
 	if (info) {
-		*c->info = *info;
+		sbx__struct_out(c->info, info, sizeof(*info));
 		c->found = 1;
 	}
 	return 0;
@@ -360,11 +358,7 @@ static int status_via(sbx_host *h, const char *job_id, const char *const *args, 
 
 static int check_info(const sbx_job_info *info, sbx_error *err)
 {
-	if (!info || info->struct_size < sizeof(*info))
-		return sbx__set_error(
-		    err, SBX_E_INVAL,
-		    "job: info struct missing or too small (use SBX_INIT_HEADER)");
-	return SBX_OK;
+	return sbx__struct_out_check(info, sizeof(*info), "job: info", err);
 }
 
 int sbx_job_status(sbx_host *host, const char *job_id, sbx_job_info *info, sbx_error *err)

@@ -15,9 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gc.h"
-#include "internal.h"
-#include "ledger.h"
+#include "host_internal.h"
 
 /* How many times a start retries after losing a race to another process. */
 #define SESSION_ATTEMPTS 4
@@ -258,11 +256,11 @@ int sbx_session_start(sbx_host *host, const char *user_id, const char *session_i
 	int rc = check_key(user_id, session_id, "start", err);
 	if (rc != SBX_OK)
 		return rc;
-	if (opts && opts->struct_size < sizeof(*opts))
-		return sbx__set_error(err, SBX_E_INVAL,
-				      "session: start: options struct has size %u, expected %zu "
-				      "(use SBX_INIT_HEADER)",
-				      opts->struct_size, sizeof(*opts));
+	sbx_create_opts o;
+	rc = sbx__struct_in(opts, &o, sizeof(o), sizeof(o), "session: start: options", err);
+	if (rc != SBX_OK)
+		return rc;
+	opts = opts ? &o : NULL;
 	if (n_assets && !assets)
 		return sbx__set_error(err, SBX_E_INVAL, "session: start: NULL assets");
 	sbx__ledger *led = NULL;

@@ -14,7 +14,7 @@
  * Cases: echo, exit_codes, signal_death, argv, cwd_env, stdin_read, heredoc_quotes,
  * bytes_preserved, output_100mb, truncation_exact, timeout_kills_escapees, background_holder,
  * files_ops, files_escape_refused, destroy_twice, concurrent_execs, pause_resume,
- * leftover_ticker, leftover_server, leftover_holds_stdout, destroy_kills_leftovers.
+ * paused_exec_refused, leftover_ticker, leftover_server, leftover_holds_stdout, destroy_kills_leftovers.
  *
  * destroy_kills_leftovers looks for the sandbox's processes in this machine's /proc: every
  * backend under test (containers through Podman, the e2b and k8s stand-ins) runs them here.
@@ -571,6 +571,38 @@ CASE(pause_resume)
 	cr_assert_eq(sbx_status(host, id, &state, &err), SBX_OK);
 	cr_assert_eq(state, SBX_STATE_RUNNING);
 	sbx_exec_result *r = sh("echo awake");
+	expect_out(r, "awake\n", 0);
+	release(r);
+}
+
+/* A sandbox another process paused refuses an exec with SBX_E_PAUSED: the backend says so
+ * (the host asks for no status first), also when this process has talked to the sandbox
+ * before; once resumed it runs commands again. */
+CASE(paused_exec_refused)
+{
+	sbx_exec_result *r = sh("echo warm");
+	expect_out(r, "warm\n", 0);
+	release(r);
+	sbx_host *other = NULL;
+	sbx_host_options o = {.config_path = getenv("SBX_CONFORMANCE_CONFIG")};
+	SBX_INIT_HEADER(o);
+	cr_assert_eq(sbx_host_new(&o, &other, &err), SBX_OK, "%s", err.message);
+	int rc = sbx_pause(other, id, &err);
+	sbx_host_free(other);
+	cr_assert_eq(rc, SBX_OK, "%s", err.message);
+	sbx_exec_opts eo = {.shell = "echo never", .timeout = 30};
+	SBX_INIT_HEADER(eo);
+	r = NULL;
+	rc = sbx_exec(host, id, &eo, &r, &err);
+	cr_assert_eq(rc, SBX_E_PAUSED, "exec in a paused sandbox gave %s: %s", sbx_status_name(rc),
+		     err.message);
+	cr_assert_null(r);
+	char want[SBX_ID_MAX + 80];
+	snprintf(want, sizeof(want),
+		 "%s: exec: sandbox is paused; resume it or set auto_resume: true", id);
+	cr_assert_str_eq(err.message, want);
+	cr_assert_eq(sbx_resume(host, id, &err), SBX_OK, "%s", err.message);
+	r = sh("echo awake");
 	expect_out(r, "awake\n", 0);
 	release(r);
 }

@@ -209,3 +209,22 @@ Test(host_api, state_dir_is_created_on_demand)
 	sbx__set_state_dir(NULL);
 	cr_assert_null(api->state_dir());
 }
+
+Test(host_api, state_dir_for_is_the_configs_own)
+{
+	char dir[1024];
+	snprintf(dir, sizeof(dir), "%s/state-XXXXXX", TEST_TMP_DIR);
+	cr_assert_not_null(mkdtemp(dir));
+	char want[1100];
+	snprintf(want, sizeof(want), "%s/b/plugins", dir);
+	sbx_config *cfg = cfg_of("k: v\n");
+	cr_assert_null(api->state_dir_for(cfg), "a config no host made has no folder");
+	cfg->state_dir = want;
+	cr_assert_str_eq(api->state_dir_for(cfg), want);
+	struct stat st;
+	cr_assert_eq(stat(want, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0700);
+	cr_assert_null(api->state_dir(), "state_dir() is not touched");
+	cr_assert_null(api->state_dir_for(NULL));
+	sbx__config_obj_free(cfg);
+}
