@@ -101,6 +101,20 @@ const sbx__node *sbx__node_get(const sbx__node *map, const char *key);
 /* JSON text of a node (scalars typed: null/true/false/numbers unquoted unless quoted). */
 char *sbx__node_to_json(const sbx__node *node);
 
+/* ---- typed scalars (scalar.c): how nulls, integers, numbers and booleans are spelt */
+/* An unquoted empty, ~ or null scalar: YAML's null, which config treats as an absent key. */
+int sbx__scalar_null(const sbx__node *v);
+/* SBX_E_CONFIG "FILE:LINE: 'KEY' must be WANT, not a mapping/list" unless v is a scalar. */
+int sbx__scalar_kind(const sbx__node *v, const char *key, const char *want, sbx_error *err);
+/* v as a decimal integer in lo..hi, a finite number in lo..hi, or a boolean (true/false,
+ * yes/no, on/off, 1/0, any case); unquoted only. SBX_E_CONFIG naming file, line and key, with
+ * the value unless `secret`. */
+int sbx__scalar_int(const sbx__node *v, const char *key, long long lo, long long hi, int secret,
+		    long long *out, sbx_error *err);
+int sbx__scalar_float(const sbx__node *v, const char *key, double lo, double hi, int secret,
+		      double *out, sbx_error *err);
+int sbx__scalar_bool(const sbx__node *v, const char *key, int secret, int *out, sbx_error *err);
+
 /* ---- registry (registry.c) */
 typedef struct sbx__reg_entry {
 	char *alias;
@@ -149,10 +163,19 @@ const sbx_host_api *sbx__host_api(void);
 void sbx__set_state_dir(const char *dir);
 
 /* The plugin-facing config object: one data source's merged keys for one alias. */
+/* A config value converted once, when the config was made, to its key's declared type. */
+typedef struct sbx__value {
+	uint32_t type; /* SBX_KEY_*; 0: not converted (null, or declared SBX_KEY_ANY) */
+	int b;
+	int64_t i;
+	double d;
+} sbx__value;
+
 struct sbx_config {
 	sbx__node *map;        /* MAP: registry defaults overlaid by the data source's keys */
 	char **json;           /* cache of config_json results, one per key in map order */
 	const char *state_dir; /* the host's plugins folder (borrowed: the host outlives it) */
+	sbx__value *values;    /* one per key in map order; NULL when no key was declared */
 };
 void sbx__config_obj_free(struct sbx_config *cfg);
 
