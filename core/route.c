@@ -37,98 +37,111 @@ static const sbx__data_source *alias_source(const sbx_host *h, const char *alias
 	return NULL;
 }
 
-/* The state for (ds, slot), initialising it when needed. ds NULL: the routing default for
- * the alias (see the top of this file). Called with h->lock held. */
-static int state_made_locked(sbx_host *h, sbx__slot *s, const sbx__data_source *ds,
-			     const char *recorded, sbx__state **out, sbx_error *err)
+/* An initialised state of slot for ds (NULL: any of this process's config) or for the
+ * recorded config, or NULL. */
+static sbx__state *find_state(const sbx_host *h, size_t slot, const sbx__data_source *ds,
+			      const char *recorded)
 {
-	size_t slot = (size_t)(s - h->slots);
-	int rc = sbx__slot_load_locked(h, s, err);
-	if (rc != SBX_OK)
-		return rc;
 	for (size_t i = 0; i < h->n_states; i++) {
 		sbx__state *ps = h->states[i];
 		if (ps->slot != slot)
 			continue;
 		if (recorded ? ps->recorded && strcmp(ps->recorded, recorded) == 0
-			     : !ps->recorded && (ds == NULL || ps->ds == ds)) {
-			*out = ps;
-			return SBX_OK;
-		}
+			     : !ps->recorded && (ds == NULL || ps->ds == ds))
+			return ps;
 	}
+	return NULL;
+}
+
+/* Whether the recorded config is the one this process would record for ds. */
+static int same_config(const sbx__data_source *ds, const sbx__slot *s, const char *recorded)
+{
+	char *mine = sbx__config_record(ds ? ds->keys : NULL, s->desc);
+	int same = mine && strcmp(mine, recorded) == 0;
+	sbx__free(mine);
+	return same;
+}
+
+/* The data source a new state serves: ds; else, for a recorded config, a copy of ds (or of
+ * the default block) with the recalled keys, under this process's policy; else, when no
+ * data source uses the alias, the default block's policy with no keys (registry defaults
+ * only). */
+static int state_source(sbx_host *h, sbx__state *ps, const sbx__data_source *ds,
+			const char *recorded, sbx_error *err)
+{
+	if (ds && !recorded) {
+		ps->ds = ds;
+		return SBX_OK;
+	}
+	sbx__node *keys = NULL;
+	int rc = recorded ? sbx__config_recall(recorded, &keys, err) : SBX_OK;
+	if (rc != SBX_OK)
+		return rc;
+	if (!keys && (keys = sbx__calloc(1, sizeof(*keys))) != NULL)
+		keys->kind = SBX__NODE_MAP;
+	ps->own = ds ? *ds : h->cfg->deflt;
+	ps->own.alias = NULL;
+	ps->own.keys = keys;
+	ps->has_own = keys != NULL;
+	ps->ds = &ps->own;
+	if (recorded)
+		ps->recorded = sbx__strdup(recorded);
+	return keys && (!recorded || ps->recorded) ? SBX_OK : SBX_E_NOMEM;
+}
+
+/* A new state of slot s for ds or the recorded config: its config, and the plugin's init. */
+static int new_state(sbx_host *h, sbx__slot *s, const sbx__data_source *ds, const char *recorded,
+		     sbx__state **out, sbx_error *err)
+{
 	const char *alias = s->ent->alias;
-	if (!ds)
-		ds = alias_source(h, alias);
-	if (recorded) {
-		/* The same config as this process's: its usual state does. */
-		char *mine = sbx__config_record(ds ? ds->keys : NULL, s->desc);
-		int same = mine && strcmp(mine, recorded) == 0;
-		sbx__free(mine);
-		if (same)
-			return state_made_locked(h, s, NULL, NULL, out, err);
-	}
-	sbx__node *recalled = NULL;
-	if (recorded) {
-		rc = sbx__config_recall(recorded, &recalled, err);
-		if (rc != SBX_OK)
-			return rc;
-	}
 	sbx__state **states = sbx__realloc(h->states, (h->n_states + 1) * sizeof(*states));
-	if (!states) {
-		sbx__node_free(recalled);
+	if (!states)
 		return sbx__nomem(err, alias);
-	}
 	h->states = states;
 	sbx__state *ps = sbx__calloc(1, sizeof(*ps));
-	if (!ps) {
-		sbx__node_free(recalled);
+	if (!ps)
 		return sbx__nomem(err, alias);
+	ps->slot = (size_t)(s - h->slots);
+	int rc = state_source(h, ps, ds, recorded, err);
+	if (rc == SBX_E_NOMEM)
+		sbx__nomem(err, alias);
+	if (rc == SBX_OK)
+		rc = sbx__config_for_plugin(ps->ds, s->ent->defaults, s->desc, &ps->cfg, err);
+	if (rc == SBX_OK) {
+		ps->cfg->state_dir = h->plugins_dir;
+		sbx_error perr = {0};
+		rc = s->desc->init(ps->cfg, &ps->state, &perr);
+		if (rc != SBX_OK)
+			rc = sbx__plugin_error(err, &perr, rc, alias, "init");
 	}
-	ps->slot = slot;
-	if (recalled) {
-		/* The config the sandbox was created with, under this process's policy. */
-		ps->own = ds ? *ds : h->cfg->deflt;
-		ps->own.alias = NULL;
-		ps->own.keys = recalled;
-		ps->has_own = 1;
-		ps->ds = &ps->own;
-		ps->recorded = sbx__strdup(recorded);
-		if (!ps->recorded) {
-			sbx__state_free(h, ps);
-			return sbx__nomem(err, alias);
-		}
-	} else if (ds) {
-		ps->ds = ds;
-	} else {
-		/* No data source uses this alias: registry defaults and the default policy. */
-		ps->own = h->cfg->deflt;
-		ps->own.alias = NULL;
-		ps->own.keys = sbx__calloc(1, sizeof(sbx__node));
-		if (!ps->own.keys) {
-			sbx__free(ps);
-			return sbx__nomem(err, alias);
-		}
-		ps->own.keys->kind = SBX__NODE_MAP;
-		ps->has_own = 1;
-		ps->ds = &ps->own;
-	}
-	rc = sbx__config_for_plugin(ps->ds, s->ent->defaults, s->desc, &ps->cfg, err);
-	if (rc != SBX_OK)
-		goto fail;
-	ps->cfg->state_dir = h->plugins_dir;
-	sbx_error perr = {0};
-	rc = s->desc->init(ps->cfg, &ps->state, &perr);
 	if (rc != SBX_OK) {
-		rc = sbx__plugin_error(err, &perr, rc, alias, "init");
-		goto fail;
+		sbx__state_free(h, ps);
+		return rc;
 	}
 	ps->inited = 1;
 	h->states[h->n_states++] = ps;
 	*out = ps;
 	return SBX_OK;
-fail:
-	sbx__state_free(h, ps);
-	return rc;
+}
+
+/* The state for (ds, slot s), initialising it when needed. ds NULL: the routing default of
+ * the alias (see the top of this file); recorded: the config a ledger row recorded. Called
+ * with h->lock held. */
+static int state_made_locked(sbx_host *h, sbx__slot *s, const sbx__data_source *ds,
+			     const char *recorded, sbx__state **out, sbx_error *err)
+{
+	int rc = sbx__slot_load_locked(h, s, err);
+	if (rc != SBX_OK)
+		return rc;
+	*out = find_state(h, (size_t)(s - h->slots), ds, recorded);
+	if (*out)
+		return SBX_OK;
+	if (!ds)
+		ds = alias_source(h, s->ent->alias);
+	/* The same config as this process's: its usual state does. */
+	if (recorded && same_config(ds, s, recorded))
+		return state_made_locked(h, s, NULL, NULL, out, err);
+	return new_state(h, s, ds, recorded, out, err);
 }
 
 int sbx__route_alias(sbx_host *h, const char *alias, const sbx__data_source *ds, sbx__route *r,
