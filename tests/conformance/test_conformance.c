@@ -381,20 +381,22 @@ CASE(truncation_exact)
 }
 
 /* A setsid escapee, a double-fork escapee and a grandchild holding the output pipe: the call
- * returns within timeout + slack with the output so far, and nothing of the tree survives. */
+ * returns within timeout + slack with the output so far, and nothing of the tree survives.
+ * The escapees sleep 2 s past that bound, so a call that waited for them cannot pass it. */
 CASE(timeout_kills_escapees)
 {
 	/* Marker names carry this process's pid: other runs of the suite may be in their own
 	 * timeout window on the same machine. */
 	char cmd[600], check[200];
 	long me = (long)getpid();
+	int nap = (int)(1.0 + slack()) + 2;
 	snprintf(cmd, sizeof(cmd),
 		 "echo before; "
-		 "setsid sh -c 'sleep 2; echo x > conf-esc-%ld-1' & "
-		 "( ( sleep 2; echo x > conf-esc-%ld-2 ) & ); "
-		 "( sleep 2; echo x > conf-esc-%ld-3 ) & "
+		 "setsid sh -c 'sleep %d; echo x > conf-esc-%ld-1' & "
+		 "( ( sleep %d; echo x > conf-esc-%ld-2 ) & ); "
+		 "( sleep %d; echo x > conf-esc-%ld-3 ) & "
 		 "sleep 30; echo never",
-		 me, me, me);
+		 nap, me, nap, me, nap, me);
 	snprintf(check, sizeof(check), "grep -las 'conf-es[c]-%ld-' /proc/[0-9]*/cmdline | wc -l",
 		 me);
 	double t0 = now_s();
@@ -408,7 +410,9 @@ CASE(timeout_kills_escapees)
 	cr_assert_eq(atoi(r->stdout_text), 0, "survivors: %s", r->stdout_text);
 	release(r);
 	/* Past the escapees' sleep: none of them lived to write its marker. */
-	usleep(1500 * 1000);
+	double left = t0 + nap + 0.5 - now_s();
+	if (left > 0)
+		usleep((useconds_t)(left * 1e6));
 	r = sh("ls");
 	expect_out(r, "", 0);
 	release(r);
