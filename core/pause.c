@@ -1,5 +1,5 @@
-/* Pause, resume and status, each one plugin call through sbx__call; pause and resume record
- * the new state in the ledger row. */
+/* Pause, resume, status and sandbox info, each one plugin call through sbx__call; pause and
+ * resume record the new state in the ledger row. */
 #include <stddef.h>
 
 #include "host_internal.h"
@@ -30,9 +30,20 @@ static int status_call(const sbx__route *r, void *a, sbx_error *perr)
 	return rc;
 }
 
+static int info_call(const sbx__route *r, void *a, sbx_error *perr)
+{
+	char **json = a;
+	int rc = r->slot->desc->sandbox_info(r->ps->state, r->backend, json, perr);
+	if (rc == SBX_OK && !*json)
+		rc = sbx__set_error(perr, SBX_E_BACKEND, "%s: sandbox_info: no JSON returned",
+				    r->alias);
+	return rc;
+}
+
 static const sbx__op pause_op = {"pause", offsetof(sbx_plugin_desc, pause), pause_call};
 static const sbx__op resume_op = {"resume", offsetof(sbx_plugin_desc, resume), resume_call};
 static const sbx__op status_op = {"status", offsetof(sbx_plugin_desc, status), status_call};
+static const sbx__op info_op = {"sandbox_info", offsetof(sbx_plugin_desc, sandbox_info), info_call};
 
 int sbx_pause(sbx_host *host, const char *id, sbx_error *err)
 {
@@ -63,4 +74,26 @@ int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err)
 		return sbx__set_error(err, SBX_E_INVAL, "status: NULL state pointer");
 	*state = SBX_STATE_UNKNOWN;
 	return sbx__call_id(host, id, &status_op, state, err);
+}
+
+int sbx_sandbox_info(sbx_host *host, const char *id, char **json, sbx_error *err)
+{
+	if (!json)
+		return sbx__set_error(err, SBX_E_INVAL, "sandbox info: NULL output");
+	*json = NULL;
+	sbx__route r;
+	int rc = sbx__route_id(host, id, &r, err);
+	if (rc != SBX_OK)
+		return rc;
+	/* A backend with nothing to say about a sandbox says so with an empty object. */
+	if (!r.slot->desc->sandbox_info) {
+		*json = sbx__strdup("{}");
+		return *json ? SBX_OK : sbx__nomem(err, "sandbox info");
+	}
+	rc = sbx__call(&r, &info_op, json, err);
+	if (rc != SBX_OK) {
+		sbx__free(*json);
+		*json = NULL;
+	}
+	return rc;
 }
