@@ -29,9 +29,14 @@ static int custom_init(const sbx_config *cfg, void **state, sbx_error *err)
 			       err);
 	if (rc != SBX_OK)
 		return rc;
-	int n = st->root_key
-		    ? snprintf(st->root, sizeof(st->root), "%s", st->root_key)
-		    : snprintf(st->root, sizeof(st->root), "%s/custom", sbxs_host->state_dir());
+	/* The state folder of the host that made cfg (ABI 1.1); a 1.0 host knows only the
+	 * latest host's. */
+	const char *dir = SBX_HAS(sbxs_host, sbx_host_api, state_dir_for)
+			      ? sbxs_host->state_dir_for(cfg)
+			      : sbxs_host->state_dir();
+	int n = st->root_key ? snprintf(st->root, sizeof(st->root), "%s", st->root_key)
+		: dir        ? snprintf(st->root, sizeof(st->root), "%s/custom", dir)
+			     : -1;
 	if (n < 0 || (size_t)n >= sizeof(st->root)) {
 		rc = sbxs_host->set_error(err, SBX_E_CONFIG, "custom: init: root path is too long");
 		goto fail;

@@ -227,6 +227,12 @@ int e2b_process_run(e2b_state *st, const char *id, const e2b_run *run, sbx_exec_
 					  "e2b: exec: envd: %s: %s", p.error_code, p.error);
 		if (rc == SBX_E_NOT_FOUND)
 			e2b_forget(st, id);
+		/* envd is not there for a target cached before another process paused the
+		 * sandbox: the API tells paused from gone (the host resumes on SBX_E_PAUSED). */
+		sbx_error why = {0};
+		if (rc == SBX_E_NOT_FOUND && !p.started &&
+		    e2b_target_get(st, id, &t, &why) == SBX_E_PAUSED)
+			rc = sbxs_host->set_error(err, SBX_E_PAUSED, "%s", why.message);
 		goto out;
 	}
 	if (!p.ended) {

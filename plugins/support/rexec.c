@@ -108,10 +108,8 @@ int sbxs_rexec_argv(const sbxs_rexec *x, const char *alias, const char ***argv, 
 	if (x->argv)
 		while (x->argv[nargv])
 			nargv++;
-	if ((x->shell != NULL) == (nargv > 0))
-		return sbxs_host->set_error(
-		    err, SBX_E_INVAL, "%s: exec: give exactly one of shell and a non-empty argv",
-		    alias);
+	/* Exactly one of shell and a non-empty argv: the host checks it before any plugin runs
+	 * (core/exec.c). */
 	for (uint32_t i = 0; i < x->n_env; i++)
 		if (!env_name_ok(x->env[i].key))
 			return sbxs_host->set_error(

@@ -208,10 +208,6 @@ BOTH(env_is_exported_and_cwd_entered)
 	cr_assert_str_eq(err.message,
 			 "t: exec: environment name 'A-B' is not a shell variable name "
 			 "([A-Za-z_][A-Za-z0-9_]*)");
-	x.n_env = 0;
-	x.argv = (const char *const[]){"true", NULL};
-	cr_assert_eq(sbxs_rexec_argv(&x, "t", &argv, NULL, &err), SBX_E_INVAL);
-	cr_assert_str_eq(err.message, "t: exec: give exactly one of shell and a non-empty argv");
 }
 
 BOTH(a_missing_cwd_is_exit_126_with_its_name)
