@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sbx/host.h"
 #include "sbx/plugin.h"
@@ -40,6 +41,28 @@ void sbx__error_prefix(sbx_error *err, const char *fmt, ...) __attribute__((form
 void sbx__log(int level, const char *subject, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void sbx__logv(int level, const char *subject, const char *fmt, va_list ap);
+
+/* ---- files the host reads (regfile.c) */
+/* "a FIFO", "a directory", ... for an st_mode. */
+const char *sbx__file_kind(unsigned mode);
+/* Opens path for reading, refusing anything but a regular file without blocking on it.
+ * SBX_E_IO "PATH: cannot open: REASON" or "PATH: is a FIFO, not a regular file". */
+int sbx__open_regular(const char *path, FILE **out, sbx_error *err);
+
+/* ---- name sets (nameset.c): duplicate checks in linear time */
+typedef struct sbx__nameset {
+	const char **names; /* borrowed: each must outlive the set */
+	size_t *values;
+	size_t cap, n;
+} sbx__nameset;
+
+/* Adds name with value: 0 when added, 1 when name was there already (*found, if not NULL,
+ * gets its value; the set is unchanged), -1 out of memory. A zeroed set is empty. */
+int sbx__nameset_add(sbx__nameset *s, const char *name, size_t value, size_t *found);
+/* 1 and *value (if not NULL) when name is in the set, else 0. */
+int sbx__nameset_get(const sbx__nameset *s, const char *name, size_t *value);
+/* Frees the table (not the names) and leaves the set empty. */
+void sbx__nameset_clear(sbx__nameset *s);
 
 /* ---- YAML node tree (yaml.c) */
 #define SBX__NODE_SCALAR 1
