@@ -45,6 +45,12 @@ json_t *cli_exec_result_json(const sbx_exec_result *r);
 /* Parses seconds ("2.5"); -1 when malformed or negative. */
 double cli_parse_seconds(const char *s);
 
+/* tasks.c: parses one line of a rollout task file (len bytes; a NUL byte in it is refused):
+ * JSON, the task's shape (unknown keys refused), an id no earlier line has (seen: id ->
+ * line, updated). Returns the task, owned by the caller, or NULL with the reason in why. */
+json_t *task_parse(const char *line, size_t len, size_t lineno, json_t *seen, char *why,
+		   size_t cap);
+
 int cmd_plugins(const cli_globals *g, int argc, char **argv);
 int cmd_config(const cli_globals *g, int argc, char **argv);
 int cmd_create(const cli_globals *g, int argc, char **argv);
