@@ -38,6 +38,7 @@ static const policy_key policy_keys[] = {
     {"ttl", "ttl"},
     {"auto_resume", "auto_resume"},
     {"max_jobs", "max_jobs"},
+    {"max_file_bytes", "max_file_bytes"},
     /* LoongSage: range-checked but unused; the host has no create-timeout policy yet. */
     {"sandbox_creation_timeout_seconds", "create_timeout"},
     {NULL, NULL},
@@ -94,6 +95,7 @@ static void default_policy(sbx__policy *p)
 	p->truncate_tail_chars = 5000;
 	p->output_max_bytes = 256ull << 20;
 	p->max_jobs = 64;
+	p->max_file_bytes = 256ull << 20;
 }
 
 static int scalar_of(const sbx__node *v, const char *key, const char *want, sbx_error *err)
@@ -264,6 +266,12 @@ static int apply_policy(sbx__policy *p, const char *key, const char *canonical, 
 		rc = parse_int(v, key, 1, MAX_CONCURRENCY, 0, &x, err);
 		if (rc == SBX_OK)
 			p->max_jobs = (uint64_t)x;
+		return rc;
+	}
+	if (strcmp(canonical, "max_file_bytes") == 0) {
+		rc = parse_int(v, key, 1, MAX_BYTES, 0, &x, err);
+		if (rc == SBX_OK)
+			p->max_file_bytes = (uint64_t)x;
 		return rc;
 	}
 	if (strcmp(canonical, "output_max_bytes") == 0) {
@@ -732,6 +740,19 @@ static int unknown_plugin_key(const sbx__node *v, const char *key, const sbx_plu
 	return SBX_E_CONFIG;
 }
 
+/* The host's keys every plugin config carries besides the plugin's own (plugin.h):
+ * max_file_bytes, so a plugin stops reading a file past the cap instead of after it. */
+static int host_keys(sbx__node *merged, const sbx__data_source *ds)
+{
+	char text[32];
+	snprintf(text, sizeof(text), "%llu", (unsigned long long)ds->policy.max_file_bytes);
+	sbx__node v = {.kind = SBX__NODE_SCALAR,
+		       .scalar = text,
+		       .file = ds->file ? ds->file : "<config>",
+		       .line = ds->line};
+	return map_set(merged, NULL, "max_file_bytes", &v);
+}
+
 int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry_defaults,
 			   const sbx_plugin_desc *desc, struct sbx_config **out, sbx_error *err)
 {
@@ -763,6 +784,11 @@ int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry
 				goto out;
 			}
 		}
+	}
+	rc = host_keys(merged, ds);
+	if (rc != SBX_OK) {
+		rc = sbx__set_error(err, rc, "out of memory");
+		goto out;
 	}
 	struct sbx_config *cfg = sbx__calloc(1, sizeof(*cfg));
 	if (!cfg || !(cfg->json = sbx__calloc(merged->n ? merged->n : 1, sizeof(char *)))) {

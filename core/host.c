@@ -1416,6 +1416,16 @@ int sbx_read_file(sbx_host *host, const char *id, const char *path, void **data,
 		sbx__free(buf);
 		return plugin_error(err, &perr, rc, r.alias, "read_file");
 	}
+	/* A plugin that ignored the cap it was given (its config's max_file_bytes). */
+	uint64_t cap = r.ps->ds->policy.max_file_bytes;
+	if (n > cap) {
+		sbx__free(buf);
+		return sbx__set_error(
+		    err, SBX_E_LIMIT,
+		    "%s: read_file: '%.300s' is larger than max_file_bytes (%zu > "
+		    "%llu bytes)",
+		    r.alias, path, n, (unsigned long long)cap);
+	}
 	/* The promised terminating NUL, whatever the plugin allocated. */
 	char *b = sbx__realloc(buf, n + 1);
 	if (!b) {

@@ -10,6 +10,9 @@
  *        Background jobs (host.h): sbx_exec_opts.background, sbx_exec_result.job_id,
  *        sbx_job_info and sbx_job_status/list/wait/kill/read, policy key max_jobs; jobs
  *        run through a plugin's execute under an in-sandbox supervisor, no new plugin op.
+ *        Every plugin config also carries the host's key max_file_bytes (config_int): a
+ *        plugin stops reading a file past it and fails with SBX_E_LIMIT; the host checks
+ *        what read_file returns against it too.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns

@@ -49,10 +49,12 @@ typedef struct local_state {
 	char cg_root[512];    /* <mount>/sbx/<root hash>, holding <id>/... ("" for the subreaper) */
 	int kill_mechanism;   /* LOCAL_KILL_* */
 	int inherit_env;      /* start each exec from the host process environment */
+	char **passthrough;   /* env_passthrough: host variables given to commands (or NULL) */
 	int drain_ms;         /* grace for a background child holding the output after exit */
 	char share_dir[1024]; /* "" or a host folder every sandbox's work dir links to */
 	int use_openat2;      /* 0 after openat2 reported ENOSYS (or when forced off) */
-	local_iso iso;        /* the isolated level's settings (ns.c) */
+	int64_t max_file_bytes; /* the host's cap on a file read */
+	local_iso iso;          /* the isolated level's settings (ns.c) */
 } local_state;
 
 /* The services table, set by sbx_plugin_register. */
@@ -113,8 +115,15 @@ int sbx__local_make_dir(void *state, const char *id, const char *path, uint32_t 
 			sbx_error *err);
 int sbx__local_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
 			   sbx_error *err);
+/* Opens `path` (absolute in the work dir or relative to it) as a folder beneath the work dir
+ * for an exec's cwd: *fd is an O_PATH descriptor. SBX_E_PATH when it leads outside. */
+int sbx__local_open_dir(local_state *st, const char *id, const char *path, int *fd, sbx_error *err);
 /* Removes the folder at `path` and all below it without following symlinks. */
 int sbx__local_rmtree(const char *path);
+
+/* ---- env.c: what a command's environment starts from */
+/* Reads inherit_env and env_passthrough. */
+int sbx__local_env_init(local_state *st, const sbx_config *cfg, sbx_error *err);
 
 /* ---- meta.c: <root>/<id>/meta.json */
 /* Writes created time, labels and env. */

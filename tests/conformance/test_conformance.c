@@ -14,7 +14,11 @@
  * Cases: echo, exit_codes, signal_death, argv, cwd_env, stdin_read, heredoc_quotes,
  * bytes_preserved, output_100mb, truncation_exact, timeout_kills_escapees, background_holder,
  * files_ops, files_escape_refused, destroy_twice, concurrent_execs, pause_resume,
- * leftover_ticker, leftover_server, leftover_holds_stdout, destroy_kills_leftovers.
+ * leftover_ticker, leftover_server, leftover_holds_stdout, destroy_kills_leftovers,
+ * files_fifo_refused, files_device_refused, files_read_cap, files_write_replaces_hard_links,
+ * exec_cwd_stays_beneath, host_env_not_inherited, timeout_kills_cgroup_movers.
+ *
+ * files_read_cap assumes the config sets max_file_bytes: 1048576.
  *
  * destroy_kills_leftovers looks for the sandbox's processes in this machine's /proc: every
  * backend under test (containers through Podman, the e2b and k8s stand-ins) runs them here.
@@ -706,4 +710,158 @@ CASE(destroy_kills_leftovers)
 	for (int i = 0; i < 100 && (alive = count_marked(marker)) > 0; i++)
 		usleep(50 * 1000);
 	cr_assert_eq(alive, 0, "%d leftovers survived destroy", alive);
+}
+
+/* ---- what a hostile command can leave in the sandbox (issue #15) */
+
+/* Skips the running case from its body (the fixture's teardown does not run on a skip). */
+static void skip_case(const char *why)
+{
+	teardown();
+	cr_skip_test("%s", why);
+}
+
+/* A FIFO made by the command: opening it to read or write would block the caller forever. */
+CASE(files_fifo_refused)
+{
+	sbx_exec_result *r = sh("mkfifo pipe && echo ok");
+	expect_out(r, "ok\n", 0);
+	release(r);
+	cr_assert_eq(read_status("pipe"), SBX_E_INVAL, "%s", err.message);
+	cr_assert(strstr(err.message, "'pipe' is a FIFO"), "%s", err.message);
+	cr_assert_eq(sbx_write_file(host, id, "pipe", "x", 1, 0, &err), SBX_E_INVAL, "%s",
+		     err.message);
+	cr_assert(strstr(err.message, "'pipe' is a FIFO"), "%s", err.message);
+	sbx_file_info info = {0};
+	SBX_INIT_HEADER(info);
+	cr_assert_eq(sbx_stat(host, id, "pipe", &info, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(info.kind, SBX_FILE_OTHER);
+}
+
+/* /dev/zero's twin in the work dir: a read would allocate until the host ran out of memory. */
+CASE(files_device_refused)
+{
+	sbx_exec_result *r = sh("mknod zero c 1 5 2>/dev/null && echo made || echo no");
+	if (strcmp(r->stdout_text, "no\n") == 0)
+		skip_case("mknod is not allowed in this sandbox");
+	expect_out(r, "made\n", 0);
+	release(r);
+	cr_assert_eq(read_status("zero"), SBX_E_INVAL, "%s", err.message);
+	cr_assert(strstr(err.message, "'zero' is a character device"), "%s", err.message);
+	cr_assert_eq(sbx_write_file(host, id, "zero", "x", 1, 0, &err), SBX_E_INVAL, "%s",
+		     err.message);
+}
+
+CASE(files_read_cap)
+{
+	sbx_exec_result *r = sh("head -c 1048576 /dev/zero > at_cap && "
+				"head -c 1048577 /dev/zero > past_cap && echo ok");
+	expect_out(r, "ok\n", 0);
+	release(r);
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(sbx_read_file(host, id, "at_cap", &data, &len, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(len, 1048576);
+	sbx_free(data);
+	cr_assert_eq(read_status("past_cap"), SBX_E_LIMIT, "%s", err.message);
+	cr_assert(strstr(err.message, "max_file_bytes"), "%s", err.message);
+}
+
+/* A hard link from the work dir to a file outside it: a write replaces the link in the
+ * sandbox and leaves the other file (content and mode) alone. */
+CASE(files_write_replaces_hard_links)
+{
+	sbx_exec_result *r =
+	    sh("for d in .. /tmp \"$HOME\"; do f=\"$d/sbx-victim-$$\"; "
+	       "(echo original > \"$f\" && chmod 600 \"$f\" && ln \"$f\" link) 2>/dev/null "
+	       "&& { echo \"$f\"; exit 0; }; rm -f \"$f\" 2>/dev/null; done; echo none");
+	if (strcmp(r->stdout_text, "none\n") == 0)
+		skip_case("no folder outside the work dir shares its file system here");
+	cr_assert_eq(r->exit_code, 0);
+	char victim[600];
+	snprintf(victim, sizeof(victim), "%.*s", (int)strcspn(r->stdout_text, "\n"),
+		 r->stdout_text);
+	release(r);
+	cr_assert_eq(sbx_write_file(host, id, "link", "new\n", 4, 0, &err), SBX_OK, "%s",
+		     err.message);
+	sbx_kv env[] = {{"VICTIM", victim}};
+	sbx_exec_opts o = {.shell = "cat \"$VICTIM\"; ls -l \"$VICTIM\" | cut -c1-10; cat link; "
+				    "rm -f \"$VICTIM\"",
+			   .env = env,
+			   .n_env = 1};
+	SBX_INIT_HEADER(o);
+	cr_assert_eq(sbx_exec(host, id, &o, &r, &err), SBX_OK, "%s", err.message);
+	expect_out(keep(r), "original\n-rw-------\nnew\n", 0);
+	release(r);
+}
+
+static int exec_in(const char *cwd, sbx_exec_result **r)
+{
+	sbx_exec_opts o = {.shell = "pwd", .cwd = cwd};
+	SBX_INIT_HEADER(o);
+	*r = NULL;
+	int rc = sbx_exec(host, id, &o, r, &err);
+	if (*r)
+		keep(*r);
+	return rc;
+}
+
+/* A relative cwd is beneath the work dir (plugin.h): `..` and symlinks cannot lead out. */
+CASE(exec_cwd_stays_beneath)
+{
+	sbx_exec_result *r = sh("mkdir -p sub/dir && ln -s / rootlink && ln -s sub/dir inlink && "
+				"pwd");
+	cr_assert_eq(r->exit_code, 0);
+	char work[600];
+	snprintf(work, sizeof(work), "%.*s", (int)strcspn(r->stdout_text, "\n"), r->stdout_text);
+	release(r);
+	char want[700];
+	cr_assert_eq(exec_in("sub/dir", &r), SBX_OK, "%s", err.message);
+	snprintf(want, sizeof(want), "%s/sub/dir\n", strcmp(work, "/") == 0 ? "" : work);
+	expect_out(r, want, 0);
+	release(r);
+	cr_assert_eq(exec_in("inlink", &r), SBX_OK, "%s", err.message);
+	cr_assert_eq(r->exit_code, 0);
+	release(r);
+	const char *outside[] = {"../../..", "sub/../..", "rootlink", "rootlink/etc"};
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert_eq(exec_in(outside[i], &r), SBX_E_PATH, "cwd %s ran (%s) in %s",
+			     outside[i], err.message, r ? r->stdout_text : "?");
+		cr_assert(strstr(err.message, outside[i]), "%s", err.message);
+	}
+}
+
+/* The harness's environment (API keys, cloud tokens) stays out of the sandbox. */
+CASE(host_env_not_inherited)
+{
+	setenv("SBX_CONF_PLANTED", "planted-secret-4471", 1);
+	sbx_exec_result *r = sh("env; echo end");
+	unsetenv("SBX_CONF_PLANTED");
+	cr_assert_eq(r->exit_code, 0);
+	cr_assert(strstr(r->stdout_text, "end\n"), "%s", r->stdout_text);
+	cr_assert(!strstr(r->stdout_text, "planted-secret-4471"), "%s", r->stdout_text);
+	release(r);
+}
+
+/* A command that writes its pid into the root cgroup (as root on cgroup v2 that took it out of
+ * the per-exec cgroup, so a timeout missed it) is still killed with its tree. */
+CASE(timeout_kills_cgroup_movers)
+{
+	char cmd[600];
+	long me = (long)getpid();
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "setsid sh -c 'for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs; "
+	    "do [ -e \"$f\" ] && echo $$ > \"$f\"; done 2>/dev/null; sleep 2; "
+	    "echo x > conf-cgm-%ld' & "
+	    "sleep 30",
+	    me);
+	sbx_exec_result *r = sh_in(cmd, 1.0, NULL, 0);
+	cr_assert_eq(r->timed_out, 1);
+	release(r);
+	usleep(2500 * 1000);
+	r = sh("ls");
+	expect_out(r, "", 0);
+	release(r);
 }

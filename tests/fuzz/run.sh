@@ -22,7 +22,7 @@ for t in $targets; do
 	[ -f "tests/fuzz/$t.dict" ] && dict="-dict=tests/fuzz/$t.dict"
 	log="$build/fuzz-$t.log"
 	# shellcheck disable=SC2086
-	if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+	if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 \
 		-max_len=65536 -print_final_stats=1 -artifact_prefix="$found/" $dict \
 		"$work" "tests/fuzz/corpus/$t" "tests/fuzz/regress/$t" >"$log" 2>&1; then
 		tail -40 "$log" >&2

@@ -478,7 +478,13 @@ static int for_plugin(const char *sandbox, const char *defaults, const sbx_plugi
 	if (rc == SBX_OK) {
 		cr_assert_not_null(pc);
 		cr_assert_not_null(pc->json);
+		/* The host's own key comes last (for_plugin_carries_max_file_bytes); the
+		 * plugin's keys are what these cases compare. */
+		cr_assert_geq(pc->map->n, 1);
+		cr_assert_str_eq(pc->map->keys[pc->map->n - 1], "max_file_bytes");
+		pc->map->n--;
 		*json = sbx__node_to_json(pc->map);
+		pc->map->n++;
 	} else {
 		cr_assert_null(pc);
 	}
@@ -506,6 +512,30 @@ static void plugin_fails(const char *sandbox, const char *defaults, const char *
 	cr_assert_eq(for_plugin(sandbox, defaults, &d, &json, &err), SBX_E_CONFIG, "%s",
 		     err.message);
 	cr_assert_str_eq(err.message, message);
+}
+
+/* Every plugin config carries the host's max_file_bytes, so plugins stop a read at the cap. */
+Test(config, for_plugin_carries_max_file_bytes)
+{
+	const char *texts[] = {"sandbox_config:\n  type: testbox\n",
+			       "sandbox_config:\n  type: testbox\n  max_file_bytes: 4096\n"};
+	const char *want[] = {"268435456", "4096"};
+	for (int i = 0; i < 2; i++) {
+		sbx__config *cfg = load(texts[i]);
+		sbx_plugin_desc d = test_desc();
+		struct sbx_config *pc = NULL;
+		sbx_error err = {0};
+		cr_assert_eq(sbx__config_for_plugin(&cfg->deflt, NULL, &d, &pc, &err), SBX_OK, "%s",
+			     err.message);
+		int64_t v = 0;
+		cr_assert_eq(sbx__host_api()->config_int(pc, "max_file_bytes", &v, &err), SBX_OK);
+		cr_assert_eq(v, strtoll(want[i], NULL, 10));
+		sbx__config_obj_free(pc);
+		sbx__config_free(cfg);
+	}
+	policy_fails(
+	    "max_file_bytes: 0",
+	    "<config>:4: 'max_file_bytes' is 0; it must be between 1 and 4611686018427387904");
 }
 
 Test(config, for_plugin_overlays_registry_defaults_with_data_source_keys)
