@@ -155,7 +155,7 @@ typedef struct sbx__policy {
 	int64_t ttl;               /* seconds; 0 = none */
 	int auto_resume;           /* exec on a paused sandbox resumes it */
 	uint64_t max_jobs;         /* live background jobs per sandbox (jobs.c) */
-	uint64_t max_file_bytes;   /* largest file a read returns (plugins get it in their config) */
+	uint64_t max_file_bytes; /* largest file a read returns (plugins get it in their config) */
 } sbx__policy;
 
 typedef struct sbx__data_source {
