@@ -968,7 +968,11 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 				      "SBX_INIT_HEADER)",
 				      opts->struct_size, sizeof(*opts));
 	const sbx__data_source *ds;
-	int rc = sbx__config_find(host->cfg, opts ? opts->data_source : NULL, &ds, err);
+	int rc = opts ? sbx__check_kv(opts->env, opts->n_env, "create", "env", 1, err) : SBX_OK;
+	if (rc == SBX_OK && opts)
+		rc = sbx__check_kv(opts->labels, opts->n_labels, "create", "label", 0, err);
+	if (rc == SBX_OK)
+		rc = sbx__config_find(host->cfg, opts ? opts->data_source : NULL, &ds, err);
 	if (rc != SBX_OK)
 		return rc;
 	if (!ds->alias)
@@ -1166,6 +1170,9 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 		return sbx__set_error(err, SBX_E_INVAL,
 				      "exec: timeout %g is not a number of seconds up to 1e9",
 				      opts->timeout);
+	int crc = sbx__check_kv(opts->env, opts->n_env, "exec", "env", 1, err);
+	if (crc != SBX_OK)
+		return crc;
 	if (SBX_HAS(opts, sbx_exec_opts, background) && opts->background) {
 		char job[SBX_JOB_ID_MAX];
 		int jrc = sbx__job_start(host, id, opts, job, err);

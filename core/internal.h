@@ -37,6 +37,18 @@ int sbx__set_errorv(sbx_error *err, int code, const char *fmt, va_list ap);
 /* Puts "prefix: " in front of err's message (keeps the code). */
 void sbx__error_prefix(sbx_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- caller input (input.c) */
+/* Checks n key/value pairs given to op ("exec", "create"): no NULL, no empty key, and with
+ * env no '=' in a key. SBX_E_INVAL naming the pair. */
+int sbx__check_kv(const sbx_kv *kv, uint32_t n, const char *op, const char *what, int env,
+		  sbx_error *err);
+
+/* ---- escapes (escape.c) */
+/* Copies in to out (cap bytes, always terminated) with control characters, C1 controls and
+ * bytes that are not UTF-8 written as \e, \n, \r, \t or \xNN; cut at a whole character or
+ * escape. Returns the length written. */
+size_t sbx__escape_controls(const char *in, char *out, size_t cap);
+
 /* ---- logging (log.c): structured lines on stderr, level from $SBX_LOG (error|warn|info|debug) */
 void sbx__log(int level, const char *subject, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -118,6 +130,13 @@ void sbx__registry_free(sbx__registry *reg);
 const sbx__reg_entry *sbx__registry_find(const sbx__registry *reg, const char *alias);
 /* "a, b, c" of all aliases (for "unknown alias" messages). */
 char *sbx__registry_alias_list(const sbx__registry *reg);
+
+/* ---- trust in plugin files (trust.c) */
+/* SBX_OK when path resolves to a file that only root or this user owns and can write, in
+ * folders (up to /) that only they can write (a sticky folder may hold their entries); its
+ * resolved path goes into real (PATH_MAX bytes). SBX_E_ABI naming what is writable, or
+ * SBX_E_IO. */
+int sbx__plugin_trusted(const char *path, char *real, size_t cap, sbx_error *err);
 
 /* ---- loader (loader.c) */
 typedef struct sbx__module sbx__module;

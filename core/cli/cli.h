@@ -33,6 +33,13 @@ int cli_fail(const char *cmd, int status, const sbx_error *err);
 int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* term.c: s escaped for a terminal like `ls -b` (control characters, C1 controls and bytes
+ * that are not UTF-8 as \e, \n, \r, \t or \xNN; a backslash doubled). cli_msg leaves
+ * backslashes alone (for messages). The result lives in a ring of 8 static buffers: valid
+ * for the next 7 calls, one thread only. */
+const char *cli_q(const char *s);
+const char *cli_msg(const char *s);
+
 /* A JSON string from bytes: valid UTF-8 is kept, each invalid byte becomes U+FFFD. */
 json_t *cli_json_bytes(const char *data, size_t len);
 

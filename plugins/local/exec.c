@@ -23,7 +23,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,13 +133,6 @@ static void run_command(const plan *p)
 			report(p, STAGE_CGROUP, errno);
 		close(fd);
 	}
-	/* At the plain level a root command could write its pid into the root cgroup's
-	 * cgroup.procs and leave the reach of timeout, pause and destroy; in a cgroup namespace
-	 * rooted at its exec cgroup that write fails. (Root keeps CAP_SYS_ADMIN there, so this
-	 * stops the plain move, not a determined one: see local_containment.) Unprivileged,
-	 * unshare fails and nothing changes. */
-	if (p->cg_fd >= 0 && !p->join)
-		unshare(CLONE_NEWCGROUP);
 	int je = p->join ? sbx__local_join_child(p->join) : 0;
 	if (je != 0)
 		report(p, STAGE_JOIN, je);

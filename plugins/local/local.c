@@ -115,9 +115,9 @@ static const char *uncontained_why(const local_state *st)
 		return "with kill_mechanism subreaper a command can kill its subreaper helper "
 		       "(kill -9 $PPID) and drop its tag (env -u SBX_LOCAL_SANDBOX)";
 	if (geteuid() == 0)
-		return "at the plain level commands run as root with every capability: a cgroup "
-		       "namespace stops a plain move out of the sandbox's cgroup, but such a "
-		       "command can enter the host's and move anyway";
+		return "at the plain level commands run as root with every capability: one can "
+		       "move itself out of the sandbox's cgroup and drop its tag "
+		       "(env -u SBX_LOCAL_EXEC)";
 	return "at the plain level a command can move itself to another cgroup of the "
 	       "delegated tree";
 }
@@ -292,9 +292,8 @@ static int local_destroy(void *state, const char *id, sbx_error *err)
 	if (lstat(dir, &sb) != 0 && errno == ENOENT)
 		return SBX_OK; /* not under this root: gone, or another root's, left alone */
 	kill_sandbox(st, id);
-	/* No cgroup, or (at the plain level) a process that moved out of it: its tag finds it. */
-	if (st->iso.level == LOCAL_ISO_PLAIN)
-		sbx__local_kill_tagged(id);
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
+		sbx__local_kill_tagged(id); /* no cgroup: find its processes by their tag */
 	int e = sbx__local_rmtree(dir);
 	if (e != 0)
 		return H->set_error(err, SBX_E_IO, "local: destroy: cannot remove %s: %s", dir,
