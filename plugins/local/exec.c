@@ -669,9 +669,10 @@ static int resolve_cwd(local_state *st, const char *id, const char *work,
 {
 	const sbx_host_api *h = sbx__local_host;
 	const char *c = req->cwd;
-	size_t wl = strlen(work);
 	*fd = -1;
-	int inside = c && c[0] == '/' && strncmp(c, work, wl) == 0 && (!c[wl] || c[wl] == '/');
+	int inside =
+	    c && c[0] == '/' &&
+	    (sbx__local_under(c, work) || (st->share_dir[0] && sbx__local_under(c, st->share_dir)));
 	int n;
 	if (!c || !c[0]) {
 		n = snprintf(buf, cap, "%s", work);

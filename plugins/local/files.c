@@ -201,6 +201,16 @@ static int not_regular(const char *op, const char *path, mode_t m, sbx_error *er
 					  op, path, kind_of(m));
 }
 
+size_t sbx__local_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (strncmp(path, dir, n) != 0 || (path[n] != '/' && path[n] != '\0'))
+		return 0;
+	return n;
+}
+
 /* Opens the sandbox work dir and turns `path` into a path relative to it. */
 static int prepare(local_state *st, const char *id, const char *op, const char *path, int *root,
 		   char *rel, size_t cap, sbx_error *err)
@@ -214,8 +224,11 @@ static int prepare(local_state *st, const char *id, const char *op, const char *
 		return h->set_error(err, SBX_E_INVAL, "local: %s: no path given", op);
 	const char *r = path;
 	if (path[0] == '/') {
-		size_t wl = strlen(work);
-		if (strncmp(path, work, wl) != 0 || (path[wl] != '/' && path[wl] != '\0'))
+		/* With share_dir the work dir is that host folder: its path names it too. */
+		size_t wl = sbx__local_under(path, work);
+		if (!wl && st->share_dir[0])
+			wl = sbx__local_under(path, st->share_dir);
+		if (!wl)
 			return h->set_error(err, SBX_E_PATH,
 					    "local: %s: path '%.300s' is outside the sandbox work "
 					    "dir %s",

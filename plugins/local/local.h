@@ -115,6 +115,8 @@ int sbx__local_make_dir(void *state, const char *id, const char *path, uint32_t 
 			sbx_error *err);
 int sbx__local_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
 			   sbx_error *err);
+/* The length of dir's path when path is dir or lies below it, else 0. */
+size_t sbx__local_under(const char *path, const char *dir);
 /* Opens `path` (absolute in the work dir or relative to it) as a folder beneath the work dir
  * for an exec's cwd: *fd is an O_PATH descriptor. SBX_E_PATH when it leads outside. */
 int sbx__local_open_dir(local_state *st, const char *id, const char *path, int *fd, sbx_error *err);

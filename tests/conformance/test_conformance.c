@@ -10,13 +10,17 @@
  *   SBX_CONFORMANCE_SKIP    names of cases this backend cannot support, separated by commas
  *                           or spaces (e.g. "files_escape_refused,signal_death").
  *   SBX_CONFORMANCE_SLACK   seconds a timed-out call may take beyond its timeout (default 1).
+ *   SBX_CONFORMANCE_SECRETS names of environment variables whose values the config uses for
+ *                           keys the plugin declares secret (e.g. "E2B_API_KEY"): they must
+ *                           appear in no file of the state dir and in no log line.
  *
  * Cases: echo, exit_codes, signal_death, argv, cwd_env, stdin_read, heredoc_quotes,
  * bytes_preserved, output_100mb, truncation_exact, timeout_kills_escapees, background_holder,
  * files_ops, files_escape_refused, destroy_twice, concurrent_execs, pause_resume,
  * leftover_ticker, leftover_server, leftover_holds_stdout, destroy_kills_leftovers,
  * files_fifo_refused, files_device_refused, files_read_cap, files_write_replaces_hard_links,
- * exec_cwd_stays_beneath, host_env_not_inherited, timeout_kills_cgroup_movers.
+ * exec_cwd_stays_beneath, host_env_not_inherited, timeout_kills_cgroup_movers,
+ * secrets_stay_out_of_state_and_logs.
  *
  * files_read_cap assumes the config sets max_file_bytes: 1048576.
  *
@@ -864,4 +868,141 @@ CASE(timeout_kills_cgroup_movers)
 	r = sh("ls");
 	expect_out(r, "", 0);
 	release(r);
+}
+
+/* Whether any of the n byte strings in needles occurs in the file at path. */
+static int file_holds(const char *path, const char *const *needles, size_t n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	size_t cap = 1 << 20, len = 0, got;
+	char *buf = malloc(cap);
+	cr_assert_not_null(buf);
+	while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
+		len += got;
+		if (len == cap) {
+			char *nb = realloc(buf, cap * 2);
+			cr_assert_not_null(nb);
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	fclose(f);
+	int hit = 0;
+	for (size_t i = 0; i < n && !hit; i++)
+		hit = memmem(buf, len, needles[i], strlen(needles[i])) != NULL;
+	free(buf);
+	return hit;
+}
+
+/* Every regular file below dir holding one of needles: counted, the first named in first. */
+static int files_holding(const char *dir, const char *const *needles, size_t n, int private_ok,
+			 char *first, size_t cap, int *searched)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int found = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		struct stat sb;
+		if (lstat(path, &sb) != 0)
+			continue;
+		if (S_ISDIR(sb.st_mode)) {
+			found += files_holding(path, needles, n, private_ok, first, cap, searched);
+			continue;
+		}
+		if (!S_ISREG(sb.st_mode))
+			continue;
+		(*searched)++;
+		if (private_ok && (sb.st_mode & 077) == 0)
+			continue;
+		if (file_holds(path, needles, n)) {
+			if (!found && !first[0])
+				snprintf(first, cap, "%s", path);
+			found++;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* Planted secrets never reach the state dir (ledger, per-call output, plugin state) nor a
+ * log line: the harness's own environment, a value given to one exec, the config's secret
+ * keys; a value given to create may be kept, but only in files of mode 0600. Logs are at
+ * debug level and go to a file for the case. */
+CASE(secrets_stay_out_of_state_and_logs)
+{
+	const char *state = getenv("SBX_STATE_DIR");
+	if (!state || !*state)
+		skip_case("SBX_STATE_DIR is not set: the state dir to search is unknown");
+	char host_secret[64], create_secret[64], exec_secret[64], log[700];
+	long me = (long)getpid();
+	snprintf(host_secret, sizeof(host_secret), "host-secret-%ld-q7", me);
+	snprintf(create_secret, sizeof(create_secret), "create-secret-%ld-k3", me);
+	snprintf(exec_secret, sizeof(exec_secret), "exec-secret-%ld-z9", me);
+	snprintf(log, sizeof(log), "%s.secrets-%ld.log", state, me);
+	setenv("SBX_CONF_HOST_SECRET", host_secret, 1);
+	setenv("SBX_LOG", "debug", 1);
+	fflush(stderr);
+	int saved = dup(2), lf = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	cr_assert(saved >= 0 && lf >= 0);
+	dup2(lf, 2);
+	close(lf);
+	sbx_kv cenv[] = {{"API_TOKEN", create_secret}};
+	sbx_create_opts c = {.image = getenv("SBX_CONFORMANCE_IMAGE"), .env = cenv, .n_env = 1};
+	SBX_INIT_HEADER(c);
+	if (c.image && !*c.image)
+		c.image = NULL;
+	char other[SBX_ID_MAX];
+	int crc = sbx_create(host, &c, other, &err);
+	sbx_exec_result *r = NULL;
+	int erc = SBX_E_INVAL;
+	if (crc == SBX_OK) {
+		sbx_kv eenv[] = {{"EXEC_TOKEN", exec_secret}};
+		sbx_exec_opts o = {.shell = "test \"$API_TOKEN\" = \"${API_TOKEN%-k3}-k3\" && "
+					    "test -n \"$EXEC_TOKEN\" && echo ok",
+				   .env = eenv,
+				   .n_env = 1};
+		SBX_INIT_HEADER(o);
+		erc = sbx_exec(host, other, &o, &r, &err);
+		sbx_write_file(host, other, "f.txt", "data", 4, 0, NULL);
+	}
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	unsetenv("SBX_LOG");
+	unsetenv("SBX_CONF_HOST_SECRET");
+	cr_assert_eq(crc, SBX_OK, "%s", err.message);
+	cr_assert_eq(erc, SBX_OK, "%s", err.message);
+	expect_out(keep(r), "ok\n", 0);
+	release(r);
+	const char *never[8] = {host_secret, exec_secret};
+	size_t n = 2;
+	for (const char *p = getenv("SBX_CONFORMANCE_SECRETS"); p && *p && n < 7;) {
+		p += strspn(p, ", ");
+		size_t k = strcspn(p, ", ");
+		char name[128];
+		snprintf(name, sizeof(name), "%.*s", (int)k, p);
+		if (k && getenv(name) && *getenv(name))
+			never[n++] = getenv(name);
+		p += k;
+	}
+	char first[4096] = "";
+	int searched = 0;
+	int bad = files_holding(state, never, n, 0, first, sizeof(first), &searched);
+	cr_assert_eq(bad, 0, "%d files of the state dir hold a secret, first %s", bad, first);
+	const char *created[] = {create_secret};
+	bad = files_holding(state, created, 1, 1, first, sizeof(first), &searched);
+	cr_assert_eq(bad, 0, "%d files readable by others hold create's env, first %s", bad, first);
+	cr_assert_gt(searched, 2, "only %d files under %s", searched, state);
+	never[n++] = create_secret;
+	cr_assert(!file_holds(log, never, n), "a secret is in the log %s", log);
+	cr_assert_eq(sbx_destroy(host, other, &err), SBX_OK, "%s", err.message);
+	unlink(log);
 }

@@ -3,8 +3,6 @@
  * files, pause/resume, labels) are pinned independently of the host. */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -477,87 +475,6 @@ Test(local_files, confined_component_walk)
 	check_files();
 	unload();
 	unsetenv("SBX_LOCAL_NO_OPENAT2");
-}
-
-/* The swap race of issue #15: a thread swaps a folder of the work dir with a symlink to a
- * folder outside it (renameat2 RENAME_EXCHANGE, as fast as it can) while reads go through
- * that folder. No read may return the outside file; without openat2 the walk that re-opened
- * the path it had checked returned it on about 1% of reads. */
-typedef struct swapper {
-	char a[1200], b[1200];
-	volatile int stop;
-	long swaps;
-} swapper;
-
-static void *swap_loop(void *arg)
-{
-	swapper *sw = arg;
-	while (!sw->stop)
-		if (renameat2(AT_FDCWD, sw->a, AT_FDCWD, sw->b, RENAME_EXCHANGE) == 0)
-			sw->swaps++;
-	return NULL;
-}
-
-static void check_swap_race(void)
-{
-	char id[64], work[1100], outside[1100], path[1300];
-	create(id);
-	snprintf(work, sizeof(work), "%s/local/%s/work", state_dir, id);
-	snprintf(outside, sizeof(outside), "%s/outside-%s", state_dir, id);
-	cr_assert_eq(mkdir(outside, 0700), 0);
-	snprintf(path, sizeof(path), "%s/f", outside);
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f);
-	fputs("OUTSIDE", f);
-	fclose(f);
-	cr_assert_eq(desc.write_file(state, id, "d/f", "inside", 6, 0, &err), SBX_OK, "%s",
-		     err.message);
-	swapper sw = {.stop = 0};
-	snprintf(sw.a, sizeof(sw.a), "%s/d", work);
-	snprintf(sw.b, sizeof(sw.b), "%s/s", work);
-	cr_assert_eq(symlink(outside, sw.b), 0);
-	pthread_t t;
-	cr_assert_eq(pthread_create(&t, NULL, swap_loop, &sw), 0);
-	long reads = 0, inside = 0, leaked = 0;
-	double until = now_s() + 20;
-	while (reads < 40000 && now_s() < until) {
-		void *data = NULL;
-		size_t len = 0;
-		reads++;
-		if (desc.read_file(state, id, "d/f", &data, &len, &err) != SBX_OK)
-			continue;
-		if (len == 6 && memcmp(data, "inside", 6) == 0)
-			inside++;
-		else
-			leaked++;
-		free(data);
-	}
-	sw.stop = 1;
-	pthread_join(t, NULL);
-	cr_assert_eq(leaked, 0, "%ld of %ld reads returned the outside file (%ld swaps)", leaked,
-		     reads, sw.swaps);
-	cr_assert_gt(inside, 0, "no read got through in %ld reads", reads);
-	cr_assert_gt(sw.swaps, 100, "only %ld swaps", sw.swaps);
-	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
-	snprintf(path, sizeof(path), "%s/f", outside);
-	unlink(path);
-	rmdir(outside);
-}
-
-Test(local_files, swap_race_component_walk, .timeout = 120)
-{
-	setenv("SBX_LOCAL_NO_OPENAT2", "1", 1);
-	load("auto");
-	check_swap_race();
-	unload();
-	unsetenv("SBX_LOCAL_NO_OPENAT2");
-}
-
-Test(local_files, swap_race_openat2, .timeout = 120)
-{
-	load("auto");
-	check_swap_race();
-	unload();
 }
 
 /* ---- lifecycle */
