@@ -54,6 +54,9 @@ typedef struct sbx_host_options {
 	const char *state_dir;
 	/* Identifier of this run, recorded in labels. NULL: generated. */
 	const char *run_id;
+	/* ABI 1.1: seconds a finished ledger row (sandbox gone or create failed) is kept before
+	 * sbx_gc_run removes it. 0: seven days; negative: forever. */
+	int64_t ledger_retention;
 } sbx_host_options;
 
 /* Creates a host. `opts` may be NULL for all defaults. Reads and validates the registry and
@@ -286,6 +289,10 @@ int sbx_pause(sbx_host *host, const char *id, sbx_error *err);
 int sbx_resume(sbx_host *host, const char *id, sbx_error *err);
 /* *state is one of SBX_STATE_*. */
 int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err);
+/* JSON object the backend gives about one sandbox (what it uses: the local backend's
+ * writable layer and its cap, for one), or "{}" when the backend has nothing to say; *json
+ * from the library's allocator, free with sbx_free. Thread-safe. */
+int sbx_sandbox_info(sbx_host *host, const char *id, char **json, sbx_error *err);
 
 /* JSON object describing alias's backend as configured for data source `data_source` (NULL:
  * default block); *json from the library's allocator, free with sbx_free. */
@@ -355,7 +362,9 @@ typedef struct sbx_gc_opts {
 /* sbx_gc with a report of every decision. gc never deletes a sandbox whose row or object
  * appeared after it started, a create or delete still in flight (its process alive), or
  * anything whose row changed after gc read it: each deletion is claimed in the ledger by a
- * conditional update at the moment it is made. */
+ * conditional update at the moment it is made. Rows of sandboxes gone (or of failed creates)
+ * longer ago than the host's ledger_retention (default seven days) are then removed, except
+ * on a dry run. */
 int sbx_gc_run(sbx_host *host, const sbx_gc_opts *opts, sbx_error *err);
 
 /* ---- sessions: (user_id, session_id) -> a sandbox that outlives the process (NexAU) ----

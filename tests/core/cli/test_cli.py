@@ -214,7 +214,8 @@ class Exec(unittest.TestCase):
         self.assertEqual((rc, out), (0, "running\n"))
         for args in (["--json", self.id], [self.id, "--json"]):
             rc, out, _ = run("status", *args, config=self.cfg)
-            self.assertEqual((rc, json.loads(out)), (0, {"id": self.id, "state": "running"}))
+            self.assertEqual((rc, json.loads(out)),
+                             (0, {"id": self.id, "state": "running", "backend": {}}))
         rc, out, _ = run("ls", "--json", config=self.cfg)
         self.assertEqual(rc, 0)
         rows = [r for r in json.loads(out) if r["id"] == self.id]
@@ -256,10 +257,10 @@ class Errors(unittest.TestCase):
         self.assertEqual(rc, 0)
         rows = {r["alias"]: r for r in json.loads(out)}
         self.assertEqual((rows["ok"]["state"], rows["ok"]["abi"], rows["ok"]["reason"]),
-                         ("loaded", "1.0", None))
+                         ("loaded", "1.1", None))
         self.assertIn("backend", rows["ok"])
         self.assertEqual(rows["major"]["state"], "faulty")
-        self.assertIn("2.0", rows["major"]["reason"])
+        self.assertIn("plugin ABI 2.1 does not match host ABI 1.1", rows["major"]["reason"])
         self.assertNotIn("backend", rows["major"])
 
     def test_plugins_table(self):
@@ -268,7 +269,7 @@ class Errors(unittest.TestCase):
         lines = out.splitlines()
         self.assertEqual(lines[0].split(), ["ALIAS", "STATE", "ABI", "PATH", "/", "REASON"])
         ok = [l.split() for l in lines if l.startswith("ok ")][0]
-        self.assertEqual(ok[1:3], ["loaded", "1.0"])
+        self.assertEqual(ok[1:3], ["loaded", "1.1"])
 
     def test_config_check(self):
         rc, out, err = run("config", "check", ok_config())
@@ -339,6 +340,9 @@ class Local(unittest.TestCase):
         self.assertEqual(self.sbx("status", self.id), (0, "paused\n", ""))
         self.assertEqual(self.sbx("resume", self.id), (0, "", ""))
         self.assertEqual(self.sbx("status", self.id), (0, "running\n", ""))
+        rc, out, _ = self.sbx("status", "--json", self.id)
+        self.assertEqual((rc, json.loads(out)), (0, {"id": self.id, "state": "running",
+                                                      "backend": {"isolation": "plain"}}))
 
     def test_nul_and_invalid_utf8_in_json(self):
         rc, out, _ = self.sbx("exec", "--json", self.id, "-c", r"printf 'a\0b\377c'")
