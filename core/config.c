@@ -140,7 +140,7 @@ static int apply_policy(sbx__policy *p, const char *key, const char *canonical, 
 		return rc;
 	}
 	if (strcmp(canonical, "max_file_bytes") == 0) {
-		rc = parse_int(v, key, 1, MAX_BYTES, 0, &x, err);
+		rc = sbx__scalar_int(v, key, 1, MAX_BYTES, 0, &x, err);
 		if (rc == SBX_OK)
 			p->max_file_bytes = (uint64_t)x;
 		return rc;

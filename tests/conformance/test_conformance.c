@@ -30,6 +30,7 @@
  * Every case runs in a fresh sandbox that the fixture creates and destroys. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -999,12 +1000,15 @@ CASE(secrets_stay_out_of_state_and_logs)
 	snprintf(host_secret, sizeof(host_secret), "host-secret-%ld-q7", me);
 	snprintf(create_secret, sizeof(create_secret), "create-secret-%ld-k3", me);
 	snprintf(exec_secret, sizeof(exec_secret), "exec-secret-%ld-z9", me);
-	snprintf(log, sizeof(log), "%s.secrets-%ld.log", state, me);
+	/* Beside the state dir's parent is not ours to write where the suite runs as another
+	 * user (local_namespaces_userns_conformance); the temporary folder is. */
+	const char *tmp = getenv("TMPDIR");
+	snprintf(log, sizeof(log), "%s/sbx-secrets-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	setenv("SBX_CONF_HOST_SECRET", host_secret, 1);
 	setenv("SBX_LOG", "debug", 1);
 	fflush(stderr);
-	int saved = dup(2), lf = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	cr_assert(saved >= 0 && lf >= 0);
+	int saved = dup(2), lf = mkostemp(log, O_CLOEXEC);
+	cr_assert(saved >= 0 && lf >= 0, "%s: %s", log, strerror(errno));
 	dup2(lf, 2);
 	close(lf);
 	sbx_kv cenv[] = {{"API_TOKEN", create_secret}};
