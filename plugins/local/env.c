@@ -7,7 +7,8 @@
 
 #include <jansson.h>
 
-#include "local.h"
+#include "env.h"
+#include "state.h"
 
 /* A name a variable can have: not empty, no '=' (nor NUL, which JSON text cannot carry). */
 static int name_ok(const char *s)
@@ -15,9 +16,9 @@ static int name_ok(const char *s)
 	return s[0] && !strchr(s, '=');
 }
 
-int sbx__local_env_init(local_state *st, const sbx_config *cfg, sbx_error *err)
+int local_env_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	int inherit = 0;
 	int rc = h->config_bool(cfg, "inherit_env", &inherit, err);
 	if (rc != SBX_OK && rc != SBX_E_NOT_FOUND)

@@ -28,7 +28,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "local.h"
+#include "files.h"
+#include "meta.h"
+#include "state.h"
 
 #define MAX_LINKS 40
 
@@ -153,7 +155,7 @@ static int open_beneath(local_state *st, int root, const char *rel, int flags, m
 
 static int fail(const char *op, const char *path, int e, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	switch (e) {
 	case EXDEV:
 	case ELOOP:
@@ -195,13 +197,13 @@ static const char *kind_of(mode_t m)
 /* The error for a FIFO, device or socket where a regular file was wanted. */
 static int not_regular(const char *op, const char *path, mode_t m, sbx_error *err)
 {
-	return sbx__local_host->set_error(err, SBX_E_INVAL,
-					  "local: %s: '%.300s' is %s; only regular files can be "
-					  "read or written",
-					  op, path, kind_of(m));
+	return sbxs_host->set_error(err, SBX_E_INVAL,
+				    "local: %s: '%.300s' is %s; only regular files can be "
+				    "read or written",
+				    op, path, kind_of(m));
 }
 
-size_t sbx__local_under(const char *path, const char *dir)
+size_t local_under(const char *path, const char *dir)
 {
 	size_t n = strlen(dir);
 	while (n > 1 && dir[n - 1] == '/')
@@ -215,9 +217,9 @@ size_t sbx__local_under(const char *path, const char *dir)
 static int prepare(local_state *st, const char *id, const char *op, const char *path, int *root,
 		   char *rel, size_t cap, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char work[1200];
-	int rc = sbx__local_path(st, id, "work", work, sizeof(work), err);
+	int rc = local_path(st, id, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
 		return rc;
 	if (!path)
@@ -225,9 +227,9 @@ static int prepare(local_state *st, const char *id, const char *op, const char *
 	const char *r = path;
 	if (path[0] == '/') {
 		/* With share_dir the work dir is that host folder: its path names it too. */
-		size_t wl = sbx__local_under(path, work);
+		size_t wl = local_under(path, work);
 		if (!wl && st->share_dir[0])
-			wl = sbx__local_under(path, st->share_dir);
+			wl = local_under(path, st->share_dir);
 		if (!wl)
 			return h->set_error(err, SBX_E_PATH,
 					    "local: %s: path '%.300s' is outside the sandbox work "
@@ -285,16 +287,16 @@ static void fill_info(sbx_file_info *info, const struct stat *sb, const char *na
 
 static int too_big(const char *path, uint64_t size, int64_t cap, sbx_error *err)
 {
-	return sbx__local_host->set_error(err, SBX_E_LIMIT,
-					  "local: read: '%.300s' is larger than max_file_bytes "
-					  "(%llu > %lld bytes)",
-					  path, (unsigned long long)size, (long long)cap);
+	return sbxs_host->set_error(err, SBX_E_LIMIT,
+				    "local: read: '%.300s' is larger than max_file_bytes "
+				    "(%llu > %lld bytes)",
+				    path, (unsigned long long)size, (long long)cap);
 }
 
-int sbx__local_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
-			 sbx_error *err)
+int local_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
+		    sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	local_state *st = state;
 	char rel[4096];
 	int root = -1, fd = -1;
@@ -489,8 +491,8 @@ static int replace(int pfd, const char *name, const char *tmp, const void *data,
 	return e;
 }
 
-int sbx__local_write_file(void *state, const char *id, const char *path, const void *data,
-			  size_t len, uint32_t mode, sbx_error *err)
+int local_write_file(void *state, const char *id, const char *path, const void *data, size_t len,
+		     uint32_t mode, sbx_error *err)
 {
 	local_state *st = state;
 	char rel[4096], parent[4096], copy[4096], name[256], tmp[300];
@@ -527,9 +529,9 @@ int sbx__local_write_file(void *state, const char *id, const char *path, const v
 	mode_t m = mode ? (mode_t)(mode & 07777) : exists ? (sb.st_mode & 07777) : 0644;
 	e = replace(pfd, name, tmp, data, len, m, exists ? &sb : NULL);
 	if (e == ENOSPC || e == EDQUOT)
-		rc = sbx__local_host->set_error(err, SBX_E_IO,
-						"local: write: '%.300s': %s; the file is unchanged",
-						path, strerror(e));
+		rc = sbxs_host->set_error(err, SBX_E_IO,
+					  "local: write: '%.300s': %s; the file is unchanged", path,
+					  strerror(e));
 	else if (e != 0)
 		rc = fail("write", path, e, err);
 out:
@@ -539,8 +541,8 @@ out:
 	return rc;
 }
 
-int sbx__local_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
-			 sbx_error *err)
+int local_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
+		    sbx_error *err)
 {
 	char rel[4096], parent[4096], copy[4096];
 	int root = -1, pfd = -1;
@@ -576,10 +578,10 @@ static int by_name(const void *a, const void *b)
 	return strcmp(((const sbx_file_info *)a)->name, ((const sbx_file_info *)b)->name);
 }
 
-int sbx__local_list_dir(void *state, const char *id, const char *path, sbx_file_info **entries,
-			size_t *n, sbx_error *err)
+int local_list_dir(void *state, const char *id, const char *path, sbx_file_info **entries,
+		   size_t *n, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char rel[4096];
 	int root = -1;
 	DIR *d = NULL;
@@ -634,8 +636,7 @@ out:
 	return rc;
 }
 
-int sbx__local_make_dir(void *state, const char *id, const char *path, uint32_t parents,
-			sbx_error *err)
+int local_make_dir(void *state, const char *id, const char *path, uint32_t parents, sbx_error *err)
 {
 	char rel[4096], parent[4096], copy[4096];
 	int root = -1, pfd = -1;
@@ -692,21 +693,21 @@ static int rm_rf_at(int dfd, const char *name)
 	return unlinkat(dfd, name, AT_REMOVEDIR) == 0 ? 0 : errno;
 }
 
-int sbx__local_rmtree(const char *path)
+int local_rmtree(const char *path)
 {
 	int r = rm_rf_at(AT_FDCWD, path);
 	return r == ENOENT ? 0 : r;
 }
 
-int sbx__local_rmtree_at(int dfd, const char *name)
+int local_rmtree_at(int dfd, const char *name)
 {
 	return rm_rf_at(dfd, name);
 }
 
-int sbx__local_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
-			   sbx_error *err)
+int local_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
+		      sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char rel[4096], parent[4096], copy[4096];
 	int root = -1, pfd = -1;
 	int rc = prepare(state, id, "remove", path, &root, rel, sizeof(rel), err);
@@ -748,7 +749,7 @@ out:
 	return rc;
 }
 
-int sbx__local_open_dir(local_state *st, const char *id, const char *path, int *fd, sbx_error *err)
+int local_open_dir(local_state *st, const char *id, const char *path, int *fd, sbx_error *err)
 {
 	char rel[4096];
 	int root = -1;
@@ -761,7 +762,7 @@ int sbx__local_open_dir(local_state *st, const char *id, const char *path, int *
 		return SBX_OK;
 	int e = -*fd;
 	*fd = -1;
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	if (e == EXDEV || e == ELOOP)
 		return h->set_error(err, SBX_E_PATH,
 				    "local: exec: cwd '%.300s' leads outside the sandbox", path);
