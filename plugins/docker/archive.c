@@ -59,13 +59,20 @@ int docker_put_file(docker_engine *e, const char *id, const char *dir, const cha
 }
 
 int docker_get_archive(docker_engine *e, const char *id, const char *full, const char *op,
-		       docker_resp *resp, sbx_error *err)
+		       uint64_t max, docker_resp *resp, sbx_error *err)
 {
 	char path[4400];
 	memset(resp, 0, sizeof(*resp));
 	int rc = archive_path(id, full, path, sizeof(path), err);
 	if (rc == SBX_OK)
-		rc = docker_request(e, "GET", path, NULL, NULL, 0, resp, err);
+		rc = docker_get_max(e, path, max + DOCKER_TAR_SLACK, resp, err);
+	if (rc == SBX_E_LIMIT)
+		return sbxs_host->set_error(
+		    err, SBX_E_LIMIT,
+		    "docker: %s: '%.300s' is larger than max_file_bytes "
+		    "(%llu bytes)%s",
+		    op, full, (unsigned long long)max,
+		    strcmp(op, "list") == 0 ? " in all: list a folder below it" : "");
 	if (rc != SBX_OK)
 		return rc;
 	if (resp->status == 404)

@@ -87,10 +87,11 @@ int docker_read_file(void *state, const char *id, const char *path, void **data,
 	/* The archive holds a symlink itself, not its target: follow a few by hand. */
 	for (int hops = 0; hops < 8; hops++) {
 		docker_resp resp = {0};
-		if ((rc = docker_get_archive(&st->engine, id, full, "read", &resp, err)) != SBX_OK)
+		if ((rc = docker_get_archive(&st->engine, id, full, "read", st->max_file_bytes,
+					     &resp, err)) != SBX_OK)
 			return rc;
-		rc = docker_tar_first(resp.body.data, resp.body.len, full, data, len, link,
-				      sizeof(link), err);
+		rc = docker_tar_first(resp.body.data, resp.body.len, path, st->max_file_bytes, data,
+				      len, link, sizeof(link), err);
 		docker_resp_free(&resp);
 		if (rc != SBX_E_EXISTS)
 			return rc;
@@ -133,7 +134,8 @@ int docker_list_dir(void *state, const char *id, const char *path, sbx_file_info
 	int rc;
 	if ((rc = target(st, id, path, 1, "list", full, err)) != SBX_OK)
 		return rc;
-	if ((rc = docker_get_archive(&st->engine, id, full, "list", &resp, err)) != SBX_OK)
+	if ((rc = docker_get_archive(&st->engine, id, full, "list", st->max_file_bytes, &resp,
+				     err)) != SBX_OK)
 		return rc;
 	rc = docker_tar_list(resp.body.data, resp.body.len, full, entries, n, err);
 	docker_resp_free(&resp);
