@@ -105,10 +105,9 @@ static json_t *start_request(const char *const *argv, const sbx_exec_request *re
 	for (uint32_t i = 0; req && i < req->n_env; i++)
 		if (json_object_set_new(envs, req->env[i].key, json_string(req->env[i].value)) != 0)
 			goto fail;
+	/* No cwd: the wrapper enters it (and checks that it stays beneath the work dir). */
 	json_t *p = json_pack("{s:s,s:o,s:o}", "cmd", argv[0], "args", args, "envs", envs);
 	args = envs = NULL;
-	if (p && req && req->cwd && *req->cwd)
-		json_object_set_new(p, "cwd", json_string(req->cwd));
 	return p ? json_pack("{s:o,s:b}", "process", p, "stdin", 0) : NULL;
 fail:
 	json_decref(args);
