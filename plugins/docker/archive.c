@@ -115,8 +115,22 @@ static void fill_info(json_t *j, const char *full, sbx_file_info *info)
 	snprintf(info->name, sizeof(info->name), "%s", base && base[1] ? base + 1 : full);
 }
 
-int docker_stat_raw(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
-		    char *link, size_t link_cap, sbx_error *err)
+/* Names the kind of a Go os.FileMode that is no regular file, folder or symlink. */
+static const char *mode_what(uint64_t mode)
+{
+	if (mode & (1ull << 25))
+		return "a FIFO";
+	if (mode & (1ull << 24))
+		return "a socket";
+	if (mode & (1ull << 21))
+		return "a character device";
+	if (mode & (1ull << 26))
+		return "a block device";
+	return "not a regular file";
+}
+
+static int stat_entry(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
+		      char *link, size_t link_cap, const char **what, sbx_error *err)
 {
 	char url[4400];
 	unsigned char js[8192];
@@ -151,8 +165,25 @@ int docker_stat_raw(docker_engine *e, const char *id, const char *full, sbx_file
 	const char *t = json_string_value(json_object_get(j, "linkTarget"));
 	if (link && link_cap)
 		snprintf(link, link_cap, "%s", t ? t : "");
+	if (what)
+		*what = info->kind == SBX_FILE_OTHER
+			    ? mode_what((uint64_t)json_integer_value(json_object_get(j, "mode")))
+			    : NULL;
 out:
 	json_decref(j);
 	docker_resp_free(&resp);
 	return rc;
+}
+
+int docker_stat_raw(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
+		    char *link, size_t link_cap, sbx_error *err)
+{
+	return stat_entry(e, id, full, info, link, link_cap, NULL, err);
+}
+
+int docker_stat_what(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
+		     const char **what, sbx_error *err)
+{
+	*what = NULL;
+	return stat_entry(e, id, full, info, NULL, 0, what, err);
 }

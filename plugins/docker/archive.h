@@ -16,6 +16,11 @@
 int docker_stat_raw(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
 		    char *link, size_t link_cap, sbx_error *err);
 
+/* The same, and *what names what the entry is when it is none of a regular file, folder and
+ * symlink ("a FIFO", "a socket", "a character device", "a block device"), else NULL. */
+int docker_stat_what(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
+		     const char **what, sbx_error *err);
+
 /* The tar headers, pax records and padding around max bytes of content in an archive. */
 #define DOCKER_TAR_SLACK (64u << 10)
 
