@@ -204,6 +204,11 @@ static int regular_target(e2b_state *st, const char *id, const char *path, const
 	const char *perms = json_string_value(json_object_get(e, "permissions"));
 	const char *link = json_string_value(json_object_get(e, "symlinkTarget"));
 	int is_link = perms && perms[0] == 'L';
+	if (type == 3) {
+		/* An older envd named a link so, with its raw target: envd's to follow. */
+		json_decref(resp);
+		return SBX_OK;
+	}
 	if (is_link && (!link || link[0] != '/' || strcmp(link, path) == 0)) {
 		/* A link envd could not resolve: it leads nowhere. */
 		json_decref(resp);
