@@ -595,7 +595,7 @@ static int cached_images(char *first, size_t cap)
 		if (e->d_name[0] == '.' || strstr(e->d_name, ".lock"))
 			continue;
 		if (n++ == 0)
-			snprintf(first, cap, "%s/%s", dir, e->d_name);
+			cr_assert_lt((size_t)snprintf(first, cap, "%s/%s", dir, e->d_name), cap);
 	}
 	closedir(d);
 	return n;
