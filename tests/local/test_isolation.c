@@ -884,3 +884,41 @@ Test(isolation, state_dir_under_dev_shm)
 	snprintf(want, sizeof(want), "%s/plugins/local/%s/work\nx\n/dev/null\n", state_dir, bid(0));
 	cr_assert_str_eq(r->stdout_text, want, "%s", r->stderr_text);
 }
+
+/* The init is a small program of its own, not a fork of the host: it holds no copy of the
+ * host's memory (whose later writes would each copy a page per live sandbox), environment or
+ * command line. */
+Test(isolation, init_holds_nothing_of_the_host)
+{
+	one(NULL);
+	char *json = NULL;
+	cr_assert_eq(sbx_sandbox_info(host, ids[0], &json, &err), SBX_OK, "%s", err.message);
+	const char *p = strstr(json, "\"init_pid\":");
+	cr_assert_not_null(p, "%s", json);
+	long pid = strtol(p + 11, NULL, 10);
+	sbx_free(json);
+	char path[64], exe[1200] = "", buf[4096];
+	snprintf(path, sizeof(path), "/proc/%ld/exe", pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	cr_assert_gt(n, 0, "%s", path);
+	exe[n] = '\0';
+	cr_assert_not_null(strstr(exe, "/sbx-local-init"), "%s", exe);
+	snprintf(path, sizeof(path), "/proc/%ld/environ", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(fd >= 0, "%s", path);
+	cr_assert_eq(read(fd, buf, sizeof(buf)), 0, "the init has an environment");
+	close(fd);
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	long rss = -1;
+	while (fgets(buf, sizeof(buf), f))
+		if (strncmp(buf, "VmRSS:", 6) == 0)
+			rss = strtol(buf + 6, NULL, 10);
+	fclose(f);
+	cr_assert(rss > 0 && rss < 4096, "the init's RSS is %ld kB", rss);
+	/* Its argv: its name and the fd it reported ready on. */
+	sbx_exec_result *r = run("cat /proc/1/comm; tr '\\0' '\\n' < /proc/1/cmdline | head -1; "
+				 "tr '\\0' '\\n' < /proc/1/cmdline | grep -c .");
+	cr_assert_str_eq(r->stdout_text, "sbx-init\nsbx-init\n2\n", "%s", r->stderr_text);
+}
