@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -921,4 +923,94 @@ Test(isolation, init_holds_nothing_of_the_host)
 	sbx_exec_result *r = run("cat /proc/1/comm; tr '\\0' '\\n' < /proc/1/cmdline | head -1; "
 				 "tr '\\0' '\\n' < /proc/1/cmdline | grep -c .");
 	cr_assert_str_eq(r->stdout_text, "sbx-init\nsbx-init\n2\n", "%s", r->stderr_text);
+}
+
+/* Where sbx is not root and cannot make a user namespace, plugins --json says the isolated
+ * level is unsupported and why, and a data source asking for it is refused with that reason.
+ * Set up without touching the machine: a child in a user namespace of its own (uid 0 and
+ * 65534 mapped) forbids user namespaces below it, then becomes 65534. */
+Test(isolation, unsupported_level_says_why)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root to map uids in a user namespace");
+	snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(state_dir));
+	cr_assert_eq(chown(state_dir, NOBODY, NOBODY), 0);
+	int go[2], out[2];
+	cr_assert_eq(pipe(go), 0);
+	cr_assert_eq(pipe(out), 0);
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c == 0) {
+		char b;
+		close(out[0]);
+		if (unshare(CLONE_NEWUSER) != 0 || read(go[0], &b, 1) != 1)
+			_exit(2);
+		int fd = open("/proc/sys/user/max_user_namespaces", O_WRONLY);
+		if (fd < 0 || write(fd, "0", 1) != 1 || setgroups(0, NULL) != 0 ||
+		    setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+		    setresuid(NOBODY, NOBODY, NOBODY) != 0)
+			_exit(3);
+		close(fd);
+		prctl(PR_SET_DUMPABLE, 1);
+		sbx_host_options o = {.config_text = "data_source:\n  sandbox:\n    type: local\n",
+				      .state_dir = state_dir};
+		SBX_INIT_HEADER(o);
+		sbx_host *h = NULL;
+		char *json = NULL;
+		if (sbx_host_new(&o, &h, &err) != SBX_OK ||
+		    sbx_backend_info(h, "local", &json, &err) != SBX_OK)
+			_exit(4);
+		const char *ns = strstr(json, "\"namespaces\":");
+		char msg[1600];
+		snprintf(msg, sizeof(msg), "%s\n", ns ? ns : "none");
+		sbx_free(json);
+		sbx_host_free(h);
+		o.config_text = "data_source:\n  sandbox:\n    type: local\n    isolation: "
+				"namespaces\n";
+		char id[SBX_ID_MAX];
+		sbx_create_opts co = {0};
+		SBX_INIT_HEADER(co);
+		if (sbx_host_new(&o, &h, &err) != SBX_OK || sbx_create(h, &co, id, &err) == SBX_OK)
+			_exit(6);
+		sbx_host_free(h);
+		size_t k = strlen(msg);
+		snprintf(msg + k, sizeof(msg) - k, "%s", err.message);
+		ssize_t w = write(out[1], msg, strlen(msg));
+		_exit(w > 0 ? 0 : 5);
+	}
+	close(out[1]);
+	char path[64];
+	static const char map[] = "0 0 1\n65534 65534 1\n";
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/proc/%ld/%s", (long)c, i ? "gid_map" : "uid_map");
+		int fd = -1;
+		/* The child unshares on its own time: its map files change owner when it has. */
+		for (int k = 0; k < 2000 && fd < 0; k++) {
+			fd = open(path, O_WRONLY);
+			if (fd >= 0 &&
+			    write(fd, map, sizeof(map) - 1) != (ssize_t)sizeof(map) - 1) {
+				close(fd);
+				fd = -1;
+			}
+			if (fd < 0)
+				usleep(1000);
+		}
+		cr_assert(fd >= 0, "cannot write %s", path);
+		close(fd);
+	}
+	cr_assert_eq(write(go[1], "x", 1), 1);
+	char got[1000] = "";
+	ssize_t n = read(out[0], got, sizeof(got) - 1);
+	got[n > 0 ? n : 0] = '\0';
+	int st = 0;
+	cr_assert_eq(waitpid(c, &st, 0), c);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	cr_assert_str_eq(got,
+			 "\"namespaces\":{\"supported\":false,\"why\":\"sbx runs as uid "
+			 "65534 and cannot make a user namespace: No space left on device (see "
+			 "/proc/sys/user/max_user_namespaces)\"}}}}\n"
+			 "local: isolation 'namespaces': sbx runs as uid 65534 and cannot make a "
+			 "user namespace: No space left on device (see "
+			 "/proc/sys/user/max_user_namespaces)");
 }
