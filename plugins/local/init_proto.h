@@ -1,5 +1,5 @@
 /* What a sandbox's helper and init report to create (ns.c) over a pipe: fixed-size messages,
- * shared with the init program (init_main.c). */
+ * shared with the init program (init/main.c). */
 #ifndef SBX_LOCAL_INIT_PROTO_H
 #define SBX_LOCAL_INIT_PROTO_H
 

@@ -12,7 +12,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "init_proto.h"
+#include "../init_proto.h"
 
 int main(int argc, char **argv)
 {
