@@ -11,6 +11,9 @@
 
 #include "ledger.h"
 
+/* How long a ledger call waits for another process's lock before it fails. */
+#define LEDGER_BUSY_MS 30000
+
 struct sbx__ledger {
 	sqlite3 *db;
 	pthread_mutex_t lock;
@@ -130,6 +133,28 @@ out:
 	return rc;
 }
 
+/* Turning a new database to WAL takes its exclusive lock while holding a shared one, so when
+ * several processes open a fresh ledger at once SQLite answers SQLITE_BUSY without calling the
+ * busy handler (waiting could deadlock). Those losers retry here, backing off, within the same
+ * bound the busy handler has; any other error is final. */
+static int set_wal(sbx__ledger *led, sbx_error *err)
+{
+	long waited_ms = 0, step_ms = 1;
+	for (;;) {
+		int rc = sqlite3_exec(led->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+				      NULL, NULL, NULL);
+		if (rc == SQLITE_OK)
+			return SBX_OK;
+		if ((rc & 0xff) != SQLITE_BUSY || waited_ms >= LEDGER_BUSY_MS)
+			return db_error(led, err, "set WAL mode");
+		struct timespec ts = {0, step_ms * 1000000L};
+		nanosleep(&ts, NULL);
+		waited_ms += step_ms;
+		if (step_ms < 64)
+			step_ms *= 2;
+	}
+}
+
 int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 {
 	*out = NULL;
@@ -145,8 +170,8 @@ int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 		goto fail;
 	}
 	/* Many harness processes write at once: wait for the lock rather than fail. */
-	sqlite3_busy_timeout(led->db, 30000);
-	rc = exec_sql(led, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", err);
+	sqlite3_busy_timeout(led->db, LEDGER_BUSY_MS);
+	rc = set_wal(led, err);
 	if (rc != SBX_OK)
 		goto fail;
 	rc = migrate(led, err);
