@@ -14,9 +14,19 @@
 /* How long a ledger call waits for another process's lock before it fails. */
 #define LEDGER_BUSY_MS 30000
 
+/* Write statements stay prepared: parsing one costs as much as running it. They are keyed by
+ * their SQL text's address (each is a literal in this file). */
+#define STMT_CACHE 24
+
+typedef struct cached_stmt {
+	const char *sql;
+	sqlite3_stmt *st;
+} cached_stmt;
+
 struct sbx__ledger {
 	sqlite3 *db;
 	pthread_mutex_t lock;
+	cached_stmt cache[STMT_CACHE]; /* under lock */
 };
 
 /* Each migration takes the schema from version i to i + 1. Append only. */
@@ -189,6 +199,8 @@ void sbx__ledger_close(sbx__ledger *led)
 {
 	if (!led)
 		return;
+	for (size_t i = 0; i < STMT_CACHE; i++)
+		sqlite3_finalize(led->cache[i].st);
 	sqlite3_close(led->db);
 	pthread_mutex_destroy(&led->lock);
 	sbx__free(led);
@@ -196,13 +208,43 @@ void sbx__ledger_close(sbx__ledger *led)
 
 /* Runs one statement with parameters given as a format: 's' text, 'i' int64, 'b' blob (a
  * pointer and a size_t length). *changes (may be NULL) gets the rows it changed. */
+/* The prepared statement of sql (a literal), from the cache or made and kept there; NULL
+ * with the error in the connection. Under led->lock. */
+static sqlite3_stmt *prepared(sbx__ledger *led, const char *sql)
+{
+	size_t i = 0;
+	for (; i < STMT_CACHE && led->cache[i].sql; i++)
+		if (led->cache[i].sql == sql)
+			return led->cache[i].st;
+	sqlite3_stmt *st = NULL;
+	unsigned flags = i < STMT_CACHE ? SQLITE_PREPARE_PERSISTENT : 0;
+	if (sqlite3_prepare_v3(led->db, sql, -1, flags, &st, NULL) != SQLITE_OK)
+		return NULL;
+	if (i < STMT_CACHE)
+		led->cache[i] = (cached_stmt){sql, st};
+	return st;
+}
+
+/* Gives a statement back: reset for its next use when cached, finalized otherwise. */
+static void release(sbx__ledger *led, sqlite3_stmt *st)
+{
+	for (size_t i = 0; i < STMT_CACHE && led->cache[i].sql; i++) {
+		if (led->cache[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			return;
+		}
+	}
+	sqlite3_finalize(st);
+}
+
 static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
 		       const char *sql, const char *types, va_list ap)
 {
-	sqlite3_stmt *st = NULL;
 	int rc = SBX_OK;
 	pthread_mutex_lock(&led->lock);
-	if (sqlite3_prepare_v2(led->db, sql, -1, &st, NULL) != SQLITE_OK) {
+	sqlite3_stmt *st = prepared(led, sql);
+	if (!st) {
 		rc = db_error(led, err, what);
 		goto out;
 	}
@@ -223,7 +265,8 @@ static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const cha
 	else if (changes)
 		*changes = sqlite3_changes(led->db);
 out:
-	sqlite3_finalize(st);
+	if (st)
+		release(led, st);
 	pthread_mutex_unlock(&led->lock);
 	return rc;
 }
