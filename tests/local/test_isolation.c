@@ -1,7 +1,8 @@
 /* The isolated level of `local` (`isolation: namespaces`), driven through the public host API:
  * what a command in the sandbox can and cannot see or reach, the limits, and that destroy
  * leaves nothing behind. Needs root (namespaces, mounts, cgroups); where the machine cannot
- * run the level, every case skips with the plugin's own reason. */
+ * run the level, every case skips with the plugin's own reason and the program, once every
+ * case has passed or skipped, prints that reason and exits 77 (CTest: skipped). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -49,25 +50,45 @@ static void start(const char *extra)
 	cr_assert_eq(sbx_host_new(&o, &host, &err), SBX_OK, "%s", err.message);
 }
 
-/* Skips (after cleaning up) when the machine cannot run the level, with the plugin's reason. */
-static void skip_unless_supported(void)
+/* The plugin's reason why this machine cannot run the level into `why` ("" when it can),
+ * asked of a host on state dir `dir`; -1 with the error in `why` when it cannot be asked. */
+static int level_why(const char *dir, char *why, size_t size)
 {
 	sbx_host_options o = {.config_text = "data_source:\n  sandbox:\n    type: local\n",
-			      .state_dir = state_dir};
+			      .state_dir = dir};
 	SBX_INIT_HEADER(o);
 	sbx_host *plain = NULL;
 	char *json = NULL;
-	cr_assert_eq(sbx_host_new(&o, &plain, &err), SBX_OK, "%s", err.message);
-	cr_assert_eq(sbx_backend_info(plain, "local", &json, &err), SBX_OK, "%s", err.message);
+	sbx_error e = {0};
+	why[0] = '\0';
+	if (sbx_host_new(&o, &plain, &e) != SBX_OK ||
+	    sbx_backend_info(plain, "local", &json, &e) != SBX_OK) {
+		snprintf(why, size, "%s", e.message);
+		sbx_host_free(plain);
+		return -1;
+	}
+	int rc = 0;
 	const char *ns = strstr(json, "\"namespaces\":{\"supported\":");
-	cr_assert_not_null(ns, "local's info names no namespaces level: %s", json);
-	char why[400] = "";
-	if (strncmp(ns + strlen("\"namespaces\":{\"supported\":"), "true", 4) != 0) {
+	if (!ns) {
+		snprintf(why, size, "local's info names no namespaces level: %.300s", json);
+		rc = -1;
+	} else if (strncmp(ns + strlen("\"namespaces\":{\"supported\":"), "true", 4) != 0) {
 		const char *w = strstr(ns, "\"why\":\"");
-		snprintf(why, sizeof(why), "%.300s", w ? w + 7 : "(no reason given)");
+		if (w)
+			snprintf(why, size, "%.*s", (int)strcspn(w + 7, "\""), w + 7);
+		else
+			snprintf(why, size, "(no reason given)");
 	}
 	sbx_free(json);
 	sbx_host_free(plain);
+	return rc;
+}
+
+/* Skips (after cleaning up) when the machine cannot run the level, with the plugin's reason. */
+static void skip_unless_supported(void)
+{
+	char why[400];
+	cr_assert_eq(level_why(state_dir, why, sizeof(why)), 0, "%s", why);
 	if (why[0])
 		cr_skip_test("the isolated level is not supported here: %s", why);
 }
@@ -1013,4 +1034,35 @@ Test(isolation, unsupported_level_says_why)
 			 "local: isolation 'namespaces': sbx runs as uid 65534 and cannot make a "
 			 "user namespace: No space left on device (see "
 			 "/proc/sys/user/max_user_namespaces)");
+}
+
+/* The runner asks for the level before any case and, when every case has passed or skipped
+ * on a machine without it, exits 77 with the reason: CTest reports a skip, never a pass. */
+static char runner_why[400];
+
+ReportHook(PRE_ALL)(struct criterion_test_set *tests)
+{
+	(void)tests;
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/iso-XXXXXX", BUILD_DIR);
+	if (!mkdtemp(dir)) {
+		perror(dir);
+		exit(1);
+	}
+	int rc = level_why(dir, runner_why, sizeof(runner_why));
+	rmtree(dir);
+	if (rc < 0) {
+		fprintf(stderr, "local_isolation: %s\n", runner_why);
+		exit(1);
+	}
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+	if (runner_why[0] && stats->tests_failed == 0 && stats->tests_crashed == 0) {
+		fprintf(stderr,
+			"local_isolation: skipped (the isolated level is not supported here: %s)\n",
+			runner_why);
+		exit(77);
+	}
 }
