@@ -46,6 +46,7 @@ typedef struct task {
 	json_t *result;
 	size_t line;              /* of TASKS */
 	char sandbox[SBX_ID_MAX]; /* while the task holds one (under the rollout's lock) */
+	int reruns;               /* times it ran again because descriptors ran out */
 } task;
 
 typedef struct rollout {
@@ -60,7 +61,15 @@ typedef struct rollout {
 	int progress;
 	double started;
 	int finished; /* the workers are done: the watcher stops (under lock) */
+	/* Tasks running and how many may: --concurrency, lowered (once said on stderr) when
+	 * the process runs out of file descriptors. */
+	size_t active, limit, conc;
+	pthread_cond_t room; /* signalled when `active` drops */
+	int fds_said;
 } rollout;
+
+/* A task that met a shortage of descriptors runs again at most this many times. */
+#define MAX_RERUNS 8
 
 /* Set by the first SIGINT/SIGTERM: workers start no new task and run no further command, and
  * the watcher thread deletes every sandbox a task holds, which kills the commands running in
@@ -265,7 +274,64 @@ static int create_queued(rollout *ro, const sbx_create_opts *co, char id[SBX_ID_
 	}
 }
 
-static void run_task(rollout *ro, task *t)
+/* Says once, on stderr, that descriptors limit the rollout (`why`: what was seen). Under the
+ * lock. */
+static void say_fds(rollout *ro, const char *why)
+{
+	if (ro->fds_said++)
+		return;
+	fprintf(stderr,
+		"%srollout: %s (ulimit -n is %zu): running at most %zu tasks at once instead of "
+		"%zu; raise 'ulimit -n' to run more\n",
+		ro->progress ? "\n" : "", why, cli_fds_limit(), ro->limit, ro->conc);
+}
+
+/* After a task's infrastructure error: if the process ran out of descriptors, fewer tasks
+ * run at once from now on and the task runs again (1); otherwise its error stands (0). */
+static int rerun_for_fds(rollout *ro, task *t, json_t *infra_err)
+{
+	const char *msg = json_string_value(json_object_get(infra_err, "message"));
+	if (interrupted || t->reruns >= MAX_RERUNS || !cli_fds_short(msg))
+		return 0;
+	pthread_mutex_lock(&ro->lock);
+	size_t was = ro->limit;
+	size_t want = ro->active > 1 ? ro->active - 1 : 1;
+	if (want < ro->limit)
+		ro->limit = want;
+	/* Alone and already at one task, there is nothing to give back: the error stands. */
+	int again = ro->active > 1 || ro->limit < was;
+	if (again) {
+		t->reruns++;
+		char why[96];
+		snprintf(why, sizeof(why),
+			 "out of file descriptors with %zu tasks at once (the task cut short runs "
+			 "again)",
+			 ro->active);
+		say_fds(ro, why);
+	}
+	pthread_mutex_unlock(&ro->lock);
+	return again;
+}
+
+/* sbx_destroy, again while what fails it is a shortage of descriptors that the other tasks
+ * will give back (a sandbox must not be left behind for want of one). */
+static int destroy_task_sandbox(rollout *ro, const char *id, sbx_error *err)
+{
+	int st = SBX_OK;
+	for (int k = 0; k < 50; k++) {
+		memset(err, 0, sizeof(*err));
+		st = sbx_destroy(ro->host, id, err);
+		if (st == SBX_OK || !cli_fds_short(err->message))
+			break;
+		struct timespec ts = {0, 20 * 1000000L * (k < 10 ? k + 1 : 10)};
+		nanosleep(&ts, NULL);
+	}
+	return st;
+}
+
+/* Runs one task and writes its result; 1 when, instead, it must run again (out of
+ * descriptors, see rerun_for_fds). */
+static int run_task(rollout *ro, task *t)
 {
 	double t0 = now();
 	json_t *spec = t->spec, *res = json_object(), *cmds = json_array();
@@ -416,7 +482,7 @@ static void run_task(rollout *ro, task *t)
 	}
 	if (id[0]) {
 		sbx_error derr = {0};
-		int dst = sbx_destroy(ro->host, id, &derr);
+		int dst = destroy_task_sandbox(ro, id, &derr);
 		pthread_mutex_lock(&ro->lock);
 		t->sandbox[0] = '\0';
 		pthread_mutex_unlock(&ro->lock);
@@ -432,6 +498,12 @@ static void run_task(rollout *ro, task *t)
 		pthread_mutex_lock(&ro->lock);
 		release_slot_locked(ro);
 		pthread_mutex_unlock(&ro->lock);
+	}
+	if (had_infra && !cut && rerun_for_fds(ro, t, infra_err)) {
+		json_decref(infra_err);
+		json_decref(cmds);
+		json_decref(res);
+		return 1;
 	}
 	json_object_set_new(res, "sandbox_id", id[0] ? json_string(id) : json_null());
 	json_object_set_new(res, "ok", json_boolean(all_ok && !had_infra));
@@ -463,6 +535,7 @@ static void run_task(rollout *ro, task *t)
 		fprintf(stderr, "\rrollout: %zu/%zu done, %zu ok, %zu failed, %zu infra errors",
 			ro->done, ro->n, ro->ok, ro->failed, ro->infra);
 	pthread_mutex_unlock(&ro->lock);
+	return 0;
 }
 
 /* After an interrupt, deletes every sandbox a task holds (once), which kills the commands
@@ -496,7 +569,24 @@ static void *watcher(void *arg)
 	return NULL;
 }
 
-/* A result line for a task the interrupt kept from starting. */
+/* How many tasks the descriptor limit lets run at once, at most `want` (said once when
+ * fewer). */
+static size_t fds_budget(rollout *ro, size_t want)
+{
+	size_t limit = cli_fds_limit(), open = cli_fds_open() + CLI_FDS_RESERVE;
+	size_t fit = limit > open ? (limit - open) / CLI_FDS_PER_TASK : 0;
+	if (fit == 0)
+		fit = 1;
+	if (fit >= (want < ro->n ? want : ro->n))
+		return want;
+	ro->limit = fit;
+	char why[96];
+	snprintf(why, sizeof(why), "each task needs up to %d file descriptors", CLI_FDS_PER_TASK);
+	say_fds(ro, why);
+	return fit;
+}
+
+/* A result line for a task the interrupt kept from starting (under the lock, or alone). */
 static void mark_not_started(rollout *ro, task *t)
 {
 	json_t *spec = t->spec, *dsv = json_object_get(spec, "data_source");
@@ -514,17 +604,51 @@ static void mark_not_started(rollout *ro, task *t)
 	json_decref(res);
 }
 
+/* Waits (under the lock) until fewer than ro->limit tasks run; 0 when the rollout ended or
+ * was interrupted meanwhile. The wait is bounded so an interrupt is seen. */
+static int wait_for_room_locked(rollout *ro)
+{
+	while (ro->active >= ro->limit && !interrupted) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&ro->room, &ro->lock, &ts);
+	}
+	return !interrupted;
+}
+
 static void *worker(void *arg)
 {
 	rollout *ro = arg;
+	pthread_mutex_lock(&ro->lock);
 	for (;;) {
-		pthread_mutex_lock(&ro->lock);
-		size_t i = ro->next < ro->n && !interrupted ? ro->next++ : ro->n;
-		pthread_mutex_unlock(&ro->lock);
-		if (i >= ro->n)
-			return NULL;
-		run_task(ro, &ro->tasks[i]);
+		if (ro->next >= ro->n || !wait_for_room_locked(ro) || ro->next >= ro->n)
+			break;
+		task *t = &ro->tasks[ro->next++];
+		ro->active++;
+		for (;;) {
+			pthread_mutex_unlock(&ro->lock);
+			int again = run_task(ro, t);
+			pthread_mutex_lock(&ro->lock);
+			ro->active--;
+			pthread_cond_broadcast(&ro->room);
+			if (!again)
+				break;
+			if (!wait_for_room_locked(ro)) {
+				/* Interrupted while waiting to run it again: its first run left
+				 * no result, so it is one of those not started. */
+				mark_not_started(ro, t);
+				break;
+			}
+			ro->active++;
+		}
 	}
+	pthread_mutex_unlock(&ro->lock);
+	return NULL;
 }
 
 /* A task's data_source names a configured one (by name, "default", or index); otherwise
@@ -697,6 +821,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	rollout ro = {0};
 	pthread_mutex_init(&ro.lock, NULL);
 	pthread_cond_init(&ro.freed, NULL);
+	pthread_cond_init(&ro.room, NULL);
 	size_t cap = 0, lineno = 0;
 	char *line = NULL;
 	size_t lcap = 0;
@@ -777,6 +902,8 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		goto out;
 	}
 	ro.progress = isatty(2);
+	ro.conc = (size_t)conc;
+	ro.limit = fds_budget(&ro, (size_t)conc);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -787,7 +914,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	ro.started = now();
 	pthread_t watch;
 	int have_watcher = pthread_create(&watch, NULL, watcher, &ro) == 0;
-	size_t nthreads = (size_t)conc < ro.n ? (size_t)conc : ro.n;
+	size_t nthreads = ro.limit < ro.n ? ro.limit : ro.n;
 	pthread_t *th = calloc(nthreads ? nthreads : 1, sizeof(*th));
 	size_t started = 0;
 	for (size_t i = 0; th && i < nthreads; i++)
@@ -827,6 +954,7 @@ out:
 	free(ro.tasks);
 	sbx_host_free(ro.host);
 	pthread_cond_destroy(&ro.freed);
+	pthread_cond_destroy(&ro.room);
 	pthread_mutex_destroy(&ro.lock);
 	return rc;
 }
