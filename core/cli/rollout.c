@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,8 @@
 #include "cli.h"
 
 static const char rollout_usage[] =
-    "usage: sbx rollout [--config FILE] [--output RESULTS.jsonl] [--concurrency N] TASKS.jsonl\n"
+    "usage: sbx rollout [--config FILE] [--output RESULTS.jsonl] [--concurrency N]\n"
+    "                   [--wait SECONDS] [--resume] TASKS.jsonl\n"
     "Runs each task of TASKS (JSONL, '-' for stdin) in its own sandbox: create, write its\n"
     "files, run its commands in order (all of them, whatever their exit codes), delete the\n"
     "sandbox, on every path. A task line is an object with:\n"
@@ -34,8 +36,11 @@ static const char rollout_usage[] =
     "  --resume          with --output: keep the results already in FILE for tasks that\n"
     "                    finished (dropping interrupted ones and torn lines), skip those\n"
     "                    tasks, and append the results of the others\n"
-    "  --concurrency N   worker threads (default 8). Each data source's max_concurrency\n"
-    "                    still holds: a create past it waits for another task's delete.\n"
+    "  --concurrency N   worker threads (default 8). Each data source's caps still hold\n"
+    "                    (max_concurrency, max_starting, create_rate, across every\n"
+    "                    process of the state dir): a create past one waits for a place\n"
+    "  --wait SECONDS    how long a task's create may wait for that place (default 600);\n"
+    "                    past it the task fails with SBX_E_LIMIT\n"
     "Progress goes to stderr when it is a terminal, then a summary line. An interrupt\n"
     "(SIGINT/SIGTERM) starts no new task or command and deletes the running tasks'\n"
     "sandboxes; a second one aborts. Exit status 0 when no task met an infrastructure\n"
@@ -66,6 +71,7 @@ typedef struct rollout {
 	size_t active, limit, conc;
 	pthread_cond_t room; /* signalled when `active` drops */
 	int fds_said;
+	double wait; /* --wait: seconds a create may queue under its data source's caps */
 } rollout;
 
 /* A task that met a shortage of descriptors runs again at most this many times. */
@@ -245,14 +251,37 @@ static json_t *infra(const char *stage, int status, const sbx_error *err)
 			 "message", cli_json_bytes(msg, strlen(msg)));
 }
 
-/* The host refuses a create past a data source's max_concurrency (SBX_E_LIMIT) instead of
- * queueing it, so the rollout queues: wait until another worker of this rollout gives its
- * sandbox back, then retry. When no other worker holds one the limit is not ours to wait out
- * (another process, or a cap of 0) and the task gets the error. */
+/* The longest sleep between two tries of a create refused by a cap. */
+#define QUEUE_NAP_MAX_MS 200
+
+/* A number in [0, n] from a per-thread xorshift: workers refused together must not try again
+ * together. */
+static long jitter_ms(long n)
+{
+	static _Thread_local unsigned long long x;
+	if (x == 0) {
+		int here;
+		x = (unsigned long long)(now() * 1e6) ^ ((unsigned long long)getpid() << 32) ^
+		    (unsigned long long)(uintptr_t)&here;
+		x |= 1;
+	}
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return n > 0 ? (long)(x % (unsigned long long)(n + 1)) : 0;
+}
+
+/* The host refuses a create past its data source's caps (max_concurrency, max_starting,
+ * create_rate: held across every process of the state dir) with SBX_E_LIMIT, and the rollout
+ * queues it: it sleeps until another worker of this rollout gives its sandbox back, or a
+ * growing, jittered interval of at most 200 ms passes (for other processes' deletes and the
+ * rate's refill to show), and tries again, for at most --wait seconds. Every try asks the host
+ * not to wait, so timings.create is the create alone; an interrupt ends the queueing. */
 static int create_queued(rollout *ro, const sbx_create_opts *co, char id[SBX_ID_MAX],
 			 double *queued, sbx_error *err)
 {
 	double t0 = now();
+	long backoff = 5;
 	pthread_mutex_lock(&ro->lock);
 	ro->holding++;
 	for (;;) {
@@ -263,14 +292,34 @@ static int create_queued(rollout *ro, const sbx_create_opts *co, char id[SBX_ID_
 		int st = sbx_create(ro->host, co, id, err);
 		pthread_mutex_lock(&ro->lock);
 		*queued = t1 - t0;
-		if (st != SBX_E_LIMIT || ro->holding <= 1) {
+		if (st == SBX_E_LIMIT && interrupted) {
+			snprintf(err->message, sizeof(err->message),
+				 "rollout: interrupted while waiting for a place under the data "
+				 "source's caps");
+			st = SBX_E_CANCELLED;
+		}
+		if (st != SBX_E_LIMIT || now() - t0 >= ro->wait) {
 			if (st != SBX_OK)
 				release_slot_locked(ro);
 			pthread_mutex_unlock(&ro->lock);
 			return st;
 		}
-		while (gen == ro->generation)
-			pthread_cond_wait(&ro->freed, &ro->lock);
+		long nap = backoff / 2 + jitter_ms(backoff / 2);
+		backoff = backoff * 2 > QUEUE_NAP_MAX_MS ? QUEUE_NAP_MAX_MS : backoff * 2;
+		double left = ro->wait - (now() - t0);
+		if ((double)nap / 1000.0 > left)
+			nap = (long)(left * 1000.0) + 1;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += nap / 1000;
+		ts.tv_nsec += (nap % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (gen == ro->generation && !interrupted &&
+		       pthread_cond_timedwait(&ro->freed, &ro->lock, &ts) == 0)
+			;
 	}
 }
 
@@ -367,7 +416,7 @@ static int run_task(rollout *ro, task *t)
 		memcpy(t->sandbox, id, sizeof(t->sandbox));
 		pthread_mutex_unlock(&ro->lock);
 	}
-	int cut = 0; /* the interrupt stopped this task */
+	int cut = st == SBX_E_CANCELLED && interrupted; /* the interrupt stopped this task */
 	int all_ok = st == SBX_OK;
 	if (st != SBX_OK) {
 		had_infra = 1;
@@ -782,6 +831,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	int resume = 0;
 	cli_globals local = *g;
 	long conc = 8;
+	double wait = 600;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -800,6 +850,11 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 				return cli_usage_error(rollout_usage, "rollout",
 						       "--concurrency wants 1..4096, got '%s'",
 						       argv[i]);
+		} else if (strcmp(a, "--wait") == 0 && i + 1 < argc) {
+			wait = cli_parse_seconds(argv[++i]);
+			if (wait < 0)
+				return cli_usage_error(rollout_usage, "rollout",
+						       "--wait wants seconds, got '%s'", argv[i]);
 		} else if (a[0] == '-' && a[1]) {
 			return cli_usage_error(rollout_usage, "rollout", "bad option '%s'", a);
 		} else if (!tasks_path) {
@@ -818,7 +873,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		fprintf(stderr, "sbx: rollout: cannot open %s: %s\n", tasks_path, strerror(errno));
 		return CLI_USAGE;
 	}
-	rollout ro = {0};
+	rollout ro = {.wait = wait};
 	pthread_mutex_init(&ro.lock, NULL);
 	pthread_cond_init(&ro.freed, NULL);
 	pthread_cond_init(&ro.room, NULL);
