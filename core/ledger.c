@@ -11,9 +11,22 @@
 
 #include "ledger.h"
 
+/* How long a ledger call waits for another process's lock before it fails. */
+#define LEDGER_BUSY_MS 30000
+
+/* Write statements stay prepared: parsing one costs as much as running it. They are keyed by
+ * their SQL text's address (each is a literal in this file). */
+#define STMT_CACHE 24
+
+typedef struct cached_stmt {
+	const char *sql;
+	sqlite3_stmt *st;
+} cached_stmt;
+
 struct sbx__ledger {
 	sqlite3 *db;
 	pthread_mutex_t lock;
+	cached_stmt cache[STMT_CACHE]; /* under lock */
 	/* Bumped (under wake_lock, with a broadcast of `woken`) whenever this handle records
 	 * something that may free a place under a data source's caps. */
 	pthread_mutex_t wake_lock;
@@ -163,6 +176,28 @@ static void alive_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	sqlite3_result_int(ctx, alive);
 }
 
+/* Turning a new database to WAL takes its exclusive lock while holding a shared one, so when
+ * several processes open a fresh ledger at once SQLite answers SQLITE_BUSY without calling the
+ * busy handler (waiting could deadlock). Those losers retry here, backing off, within the same
+ * bound the busy handler has; any other error is final. */
+static int set_wal(sbx__ledger *led, sbx_error *err)
+{
+	long waited_ms = 0, step_ms = 1;
+	for (;;) {
+		int rc = sqlite3_exec(led->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+				      NULL, NULL, NULL);
+		if (rc == SQLITE_OK)
+			return SBX_OK;
+		if ((rc & 0xff) != SQLITE_BUSY || waited_ms >= LEDGER_BUSY_MS)
+			return db_error(led, err, "set WAL mode");
+		struct timespec ts = {0, step_ms * 1000000L};
+		nanosleep(&ts, NULL);
+		waited_ms += step_ms;
+		if (step_ms < 64)
+			step_ms *= 2;
+	}
+}
+
 int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 {
 	*out = NULL;
@@ -184,13 +219,13 @@ int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 		goto fail;
 	}
 	/* Many harness processes write at once: wait for the lock rather than fail. */
-	sqlite3_busy_timeout(led->db, 30000);
+	sqlite3_busy_timeout(led->db, LEDGER_BUSY_MS);
 	if (sqlite3_create_function(led->db, "sbx_alive", 4, SQLITE_UTF8 | SQLITE_DIRECTONLY, NULL,
 				    alive_fn, NULL, NULL) != SQLITE_OK) {
 		rc = db_error(led, err, "register sbx_alive");
 		goto fail;
 	}
-	rc = exec_sql(led, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", err);
+	rc = set_wal(led, err);
 	if (rc != SBX_OK)
 		goto fail;
 	rc = migrate(led, err);
@@ -208,11 +243,43 @@ void sbx__ledger_close(sbx__ledger *led)
 {
 	if (!led)
 		return;
+	for (size_t i = 0; i < STMT_CACHE; i++)
+		sqlite3_finalize(led->cache[i].st);
 	sqlite3_close(led->db);
 	pthread_cond_destroy(&led->woken);
 	pthread_mutex_destroy(&led->wake_lock);
 	pthread_mutex_destroy(&led->lock);
 	sbx__free(led);
+}
+
+/* The prepared statement of sql (a literal), from the cache or made and kept there; NULL
+ * with the error in the connection. Under led->lock. */
+static sqlite3_stmt *prepared(sbx__ledger *led, const char *sql)
+{
+	size_t i = 0;
+	for (; i < STMT_CACHE && led->cache[i].sql; i++)
+		if (led->cache[i].sql == sql)
+			return led->cache[i].st;
+	sqlite3_stmt *st = NULL;
+	unsigned flags = i < STMT_CACHE ? SQLITE_PREPARE_PERSISTENT : 0;
+	if (sqlite3_prepare_v3(led->db, sql, -1, flags, &st, NULL) != SQLITE_OK)
+		return NULL;
+	if (i < STMT_CACHE)
+		led->cache[i] = (cached_stmt){sql, st};
+	return st;
+}
+
+/* Gives a statement back: reset for its next use when cached, finalized otherwise. */
+static void release(sbx__ledger *led, sqlite3_stmt *st)
+{
+	for (size_t i = 0; i < STMT_CACHE && led->cache[i].sql; i++) {
+		if (led->cache[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			return;
+		}
+	}
+	sqlite3_finalize(st);
 }
 
 /* Runs one statement with parameters given as a format: 's' text, 'i' int64, 'b' blob (a
@@ -221,9 +288,9 @@ void sbx__ledger_close(sbx__ledger *led)
 static int step_locked(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
 		       const char *sql, const char *types, va_list ap)
 {
-	sqlite3_stmt *st = NULL;
 	int rc = SBX_OK;
-	if (sqlite3_prepare_v2(led->db, sql, -1, &st, NULL) != SQLITE_OK) {
+	sqlite3_stmt *st = prepared(led, sql);
+	if (!st) {
 		rc = db_error(led, err, what);
 		goto out;
 	}
@@ -246,7 +313,8 @@ static int step_locked(sbx__ledger *led, sbx_error *err, int *changes, const cha
 	else if (changes)
 		*changes = sqlite3_changes(led->db);
 out:
-	sqlite3_finalize(st);
+	if (st)
+		release(led, st);
 	return rc;
 }
 
