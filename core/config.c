@@ -38,6 +38,9 @@ static const policy_key policy_keys[] = {
     {"ttl", "ttl"},
     {"auto_resume", "auto_resume"},
     {"max_jobs", "max_jobs"},
+    {"max_starting", "max_starting"},
+    {"create_rate", "create_rate"},
+    {"create_burst", "create_burst"},
     {"max_file_bytes", "max_file_bytes"},
     /* LoongSage: range-checked but unused; the host has no create-timeout policy yet. */
     {"sandbox_creation_timeout_seconds", "create_timeout"},
@@ -102,6 +105,7 @@ static void default_policy(sbx__policy *p)
 #define MAX_TIMEOUT     31536000.0
 #define MAX_TTL         315360000LL
 #define MAX_CONCURRENCY 1000000LL
+#define MAX_RATE        1000000.0 /* creates per second */
 #define MAX_CHARS       1000000000LL
 #define MAX_BYTES       4611686018427387904LL /* 2^62 */
 
@@ -131,6 +135,20 @@ static int apply_policy(sbx__policy *p, const char *key, const char *canonical, 
 		rc = sbx__scalar_int(v, key, 0, MAX_CONCURRENCY, 0, &x, err);
 		if (rc == SBX_OK)
 			p->max_concurrency = (uint64_t)x;
+		return rc;
+	}
+	if (strcmp(canonical, "max_starting") == 0) {
+		rc = sbx__scalar_int(v, key, 0, MAX_CONCURRENCY, 0, &x, err);
+		if (rc == SBX_OK)
+			p->max_starting = (uint64_t)x;
+		return rc;
+	}
+	if (strcmp(canonical, "create_rate") == 0)
+		return sbx__scalar_float(v, key, 0, MAX_RATE, 0, &p->create_rate, err);
+	if (strcmp(canonical, "create_burst") == 0) {
+		rc = sbx__scalar_int(v, key, 1, MAX_CONCURRENCY, 0, &x, err);
+		if (rc == SBX_OK)
+			p->create_burst = (uint64_t)x;
 		return rc;
 	}
 	if (strcmp(canonical, "max_jobs") == 0) {
@@ -326,6 +344,12 @@ static int apply_block(sbx__data_source *ds, const sbx__node *block, int nexau, 
 	if (rc != SBX_OK)
 		return rc;
 	const sbx__policy *p = &ds->policy;
+	if (p->create_burst && p->create_rate <= 0)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "%s:%d: create_burst (%llu) needs create_rate, the creates "
+				      "per second that refill it",
+				      block->file, block->line,
+				      (unsigned long long)p->create_burst);
 	if (p->truncate_head_chars + p->truncate_tail_chars > p->output_char_threshold)
 		return sbx__set_error(err, SBX_E_CONFIG,
 				      "%s:%d: truncate_head_chars (%llu) + truncate_tail_chars "

@@ -231,6 +231,10 @@ typedef struct sbx__policy {
 	int64_t ttl;               /* seconds; 0 = none */
 	int auto_resume;           /* exec on a paused sandbox resumes it */
 	uint64_t max_jobs;         /* live background jobs per sandbox (jobs.c) */
+	/* Caps held across every process sharing the state dir (caps.c): */
+	uint64_t max_starting;   /* creates in flight; 0 = unlimited */
+	double create_rate;      /* creates per second; 0 = unlimited */
+	uint64_t create_burst;   /* creates at once under create_rate; 0 = 1 */
 	uint64_t max_file_bytes; /* largest file a read returns (plugins get it in their config) */
 } sbx__policy;
 
