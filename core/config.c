@@ -745,6 +745,7 @@ int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry
 		goto out;
 	}
 	cfg->map = merged;
+	cfg->desc = desc;
 	merged = NULL;
 	*out = cfg;
 out:

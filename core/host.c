@@ -371,7 +371,7 @@ static int load_locked(sbx_host *h, plugin_slot *s, sbx_error *err)
 		if (strcmp(h->slots[i].ent->path, path) == 0)
 			expected[n++] = h->slots[i].ent->alias;
 	sbx_error lerr = {0};
-	rc = sbx__module_load(path, expected, n, &mod, &lerr);
+	rc = sbx__plugin_open(s->ent, expected, n, &mod, &lerr);
 	if (rc == SBX_E_NOMEM) {
 		/* Not the plugin's fault: a later call may succeed. */
 		sbx__set_error(err, rc, "%s: %s", s->ent->alias, lerr.message);
@@ -445,6 +445,7 @@ int sbx_plugin_get(sbx_host *host, size_t index, sbx_plugin_info *info, sbx_erro
 	info->reason = s->state == SBX_PLUGIN_FAULTY
 			   ? (s->reason ? s->reason : sbx_status_message(s->fault_code))
 			   : NULL;
+	sbx__proxy_health(s->desc, &info->state, &info->reason);
 	pthread_mutex_unlock(&host->lock);
 	return SBX_OK;
 }

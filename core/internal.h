@@ -73,12 +73,26 @@ const sbx__node *sbx__node_get(const sbx__node *map, const char *key);
 char *sbx__node_to_json(const sbx__node *node);
 
 /* ---- registry (registry.c) */
+/* How a plugin runs: the registry entry's `runner` key (runner_conf.c). */
+#define SBX__RUNNER_DEFAULT 0 /* inproc for a plugin that ships with sbx, else process */
+#define SBX__RUNNER_INPROC  1
+#define SBX__RUNNER_PROCESS 2
+
+typedef struct sbx__runner_opts {
+	int mode;             /* SBX__RUNNER_* */
+	uint64_t grace_ms;    /* a call may run this long past its timeout; default 10 s */
+	uint64_t timeout_ms;  /* calls without a timeout of their own; 0 (default): none */
+	uint32_t max_crashes; /* this many runner deaths ... */
+	uint64_t window_ms;   /* ... within this window make the alias faulty; 5 in 60 s */
+} sbx__runner_opts;
+
 typedef struct sbx__reg_entry {
 	char *alias;
 	char *path; /* absolute path of the .so */
 	char *file; /* registry file that listed the alias */
 	int line;
 	sbx__node *defaults; /* MAP or NULL */
+	sbx__runner_opts runner;
 } sbx__reg_entry;
 
 typedef struct sbx__registry {
@@ -109,6 +123,21 @@ size_t sbx__module_count(const sbx__module *mod);
 const sbx_plugin_desc *sbx__module_desc(const sbx__module *mod, size_t i);
 void sbx__module_unload(sbx__module *mod);
 
+/* ---- plugins in a runner process (runner_conf.c, proxy.c, link.c; the runner: core/runner/) */
+/* Parses a registry entry's `runner` value (`process`, `inproc`, or a map of mode, grace,
+ * timeout, max_crashes, window) into opts, which holds the defaults when v is NULL.
+ * SBX_E_REGISTRY naming file and line. */
+int sbx__runner_opts_parse(const sbx__node *v, const char *file, const char *alias,
+			   sbx__runner_opts *opts, sbx_error *err);
+/* Opens the plugin file of registry entry ent the way the entry says: in this process
+ * (sbx__module_load) or in a runner process whose descriptors are proxies. Same contract
+ * as sbx__module_load. */
+int sbx__plugin_open(const sbx__reg_entry *ent, const char *const *expected, size_t n_expected,
+		     sbx__module **out, sbx_error *err);
+/* For a proxy descriptor marked faulty after repeated runner crashes: SBX_PLUGIN_FAULTY and
+ * the reason (valid until the module is unloaded); otherwise leaves both as they are. */
+void sbx__proxy_health(const sbx_plugin_desc *desc, uint32_t *state, const char **reason);
+
 /* ---- host services table (host_api.c) */
 const sbx_host_api *sbx__host_api(void);
 /* Where plugins may keep files ($SBX_STATE_DIR/plugins); set by host.c. */
@@ -116,8 +145,9 @@ void sbx__set_state_dir(const char *dir);
 
 /* The plugin-facing config object: one data source's merged keys for one alias. */
 struct sbx_config {
-	sbx__node *map; /* MAP: registry defaults overlaid by the data source's keys */
-	char **json;    /* cache of config_json results, one per key in map order */
+	sbx__node *map;              /* MAP: registry defaults overlaid by the data source's keys */
+	char **json;                 /* cache of config_json results, one per key in map order */
+	const sbx_plugin_desc *desc; /* the descriptor whose keys it was checked against */
 };
 void sbx__config_obj_free(struct sbx_config *cfg);
 
