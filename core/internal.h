@@ -80,7 +80,7 @@ char *sbx__node_to_json(const sbx__node *node);
 
 typedef struct sbx__runner_opts {
 	int mode;             /* SBX__RUNNER_* */
-	uint64_t grace_ms;    /* a call may run this long past its timeout; default 10 s */
+	uint64_t grace_ms;    /* a call may run this long past its timeout; default 30 s */
 	uint64_t timeout_ms;  /* calls without a timeout of their own; 0 (default): none */
 	uint32_t max_crashes; /* this many runner deaths ... */
 	uint64_t window_ms;   /* ... within this window make the alias faulty; 5 in 60 s */

@@ -108,7 +108,7 @@ int sbx__runner_opts_parse(const sbx__node *v, const char *file, const char *ali
 {
 	sbx__runner_opts o = {
 	    .mode = SBX__RUNNER_DEFAULT,
-	    .grace_ms = 10000,
+	    .grace_ms = 30000,
 	    .timeout_ms = 0,
 	    .max_crashes = 5,
 	    .window_ms = 60000,
