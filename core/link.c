@@ -6,14 +6,17 @@
  * session of its own, so a terminal's ^C is the host's to handle. Every descriptor the host
  * keeps is close-on-exec, so no command a plugin starts holds the connection open.
  *
- * One reader thread per runner takes every frame off the connection and hands it to the call
- * it names: output goes straight into the call's sink, the reply wakes the caller. Death is
- * seen on a pidfd (a plugin's forked helper may keep the socket open): the reader then reaps
- * the runner, and every call in flight returns SBX_E_PLUGIN_CRASHED naming the signal, the
- * exit status, or why the host killed it (a call past its timeout plus the grace period, a
- * malformed frame, a closed connection). The next call starts a fresh runner, after a backoff
- * that doubles with each death in the window; max_crashes deaths within it leave the link
- * faulty, as a load failure leaves an alias. */
+ * The callers read the connection themselves, one at a time (leader and followers): the
+ * caller holding the reader role takes frames off the connection and hands each to the call
+ * it names (output straight into that call's sink, a reply wakes its caller) until its own
+ * call is over, then passes the role to another caller still waiting. A lone call thus costs
+ * no thread switch beyond the runner's. Death is seen on a pidfd (a plugin's forked helper
+ * may keep the socket open), by the reader or by the next call when none was in flight: the
+ * runner is reaped, and every call in flight returns SBX_E_PLUGIN_CRASHED naming the signal,
+ * the exit status, or why the host killed it (a call past its timeout plus the grace period,
+ * a malformed frame, a closed connection). The next call starts a fresh runner, after a
+ * backoff that doubles with each death in the window; max_crashes deaths within it leave the
+ * link faulty, as a load failure leaves an alias. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -43,13 +46,14 @@ extern char **environ;
 struct sbx__conn {
 	sbx__link *link;
 	pthread_mutex_t lock;
-	unsigned refs; /* under lock: the link, the reader, each caller */
+	unsigned refs; /* under lock: the link's, each caller's */
 	int fd, pidfd;
 	pid_t pid;
 	uint64_t gen;
-	pthread_t reader;
 	unsigned char *frame;  /* the reader's buffer */
+	int reading;           /* under lock: a caller holds the reader role */
 	int dead;              /* under lock: no call starts on it any more */
+	int reaped;            /* under lock */
 	int closing;           /* the link is ending it: not a crash */
 	char kill_reason[240]; /* under lock: why the host killed it */
 	const char *verb;      /* "crashed", or "hung" when killed for a late call */
@@ -61,16 +65,14 @@ struct sbx__conn {
 
 struct sbx__link {
 	pthread_mutex_t lock;
-	pthread_cond_t changed; /* a start finished, or the live runner died */
+	pthread_cond_t changed; /* a start finished */
 	char *path;
 	char **expected;
 	size_t n_expected;
 	sbx__runner_opts opts;
 	sbx__wbuf manifest;
-	sbx__conn *cur;        /* under lock: the live runner (the link's reference), or NULL */
-	int starting;          /* under lock */
-	pthread_t dead_reader; /* under lock: reader of a runner that died, to join */
-	int has_dead_reader;
+	sbx__conn *cur; /* under lock: the live runner (the link's reference), or NULL */
+	int starting;   /* under lock */
 	uint64_t gens;
 	int64_t *deaths; /* under lock: times of the deaths within the window, oldest first */
 	size_t n_deaths;
@@ -87,6 +89,16 @@ static int pidfd_open_(pid_t pid)
 static int pidfd_kill(int pidfd)
 {
 	return (int)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+}
+
+static int pid_exited(int pidfd, int wait_ms)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	int n;
+	do
+		n = poll(&p, 1, wait_ms);
+	while (n < 0 && errno == EINTR);
+	return n > 0;
 }
 
 static void conn_unref(sbx__conn *c)
@@ -183,7 +195,18 @@ static void finish_locked(sbx__conn *c, sbx__call *call, int status)
 	pthread_cond_signal(&call->cond);
 }
 
-/* ---- the reader */
+/* Gives up the reader role and wakes a waiting call to take it. Called with c->lock held. */
+static void release_reader_locked(sbx__conn *c)
+{
+	c->reading = 0;
+	for (size_t i = 0; i < c->n_slots; i++)
+		if (c->slots[i]) {
+			pthread_cond_signal(&c->slots[i]->cond);
+			return;
+		}
+}
+
+/* ---- reading */
 
 static int protocol_error(sbx__conn *c, const char *what)
 {
@@ -201,7 +224,7 @@ static int dispatch(sbx__conn *c, const sbx__frame_hdr *h, const unsigned char *
 	pthread_mutex_unlock(&c->lock);
 	if (!call)
 		return protocol_error(c, "a frame for no call in flight");
-	/* The caller waits for `done`, which only this thread sets: call stays valid. */
+	/* Its caller waits for `done`, which only the reader sets: call stays valid. */
 	switch (h->type) {
 	case SBX__W_OUTPUT: {
 		if (!call->output)
@@ -251,19 +274,18 @@ static int dispatch(sbx__conn *c, const sbx__frame_hdr *h, const unsigned char *
 	return protocol_error(c, "a frame of an unknown type");
 }
 
-/* What the runner's end was, from its pidfd. Called once it has exited or was killed. */
+/* What the runner's end was; reaps it. Called once it has exited or was killed. */
 static void describe_death(sbx__conn *c, char *buf, size_t cap)
 {
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
 	int got = waitid((idtype_t)P_PIDFD, (id_t)c->pidfd, &si, WEXITED | WNOHANG) == 0 &&
-		  si.si_pid != 0;
-	if (!got && waitpid(c->pid, NULL, WNOHANG) < 0 && errno == ECHILD)
-		got = -1; /* reaped by someone else, or SIGCHLD is ignored */
+		  si.si_pid != 0; /* else reaped by someone else, or SIGCHLD is ignored */
 	pthread_mutex_lock(&c->lock);
+	c->reaped = 1;
 	if (c->kill_reason[0])
 		snprintf(buf, cap, "%s", c->kill_reason);
-	else if (got <= 0)
+	else if (!got)
 		snprintf(buf, cap, "ended (its exit status is unknown)");
 	else if (si.si_code == CLD_EXITED)
 		snprintf(buf, cap, "exited with status %d", si.si_status);
@@ -273,15 +295,14 @@ static void describe_death(sbx__conn *c, char *buf, size_t cap)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Waits until the runner has exited: at once after its pidfd said so, else after a short
- * wait for a runner that closed its end, else by killing it. */
+/* Waits until the runner has exited: at once when its pidfd said so, else a short while for
+ * a runner that closed its end, else it is killed. */
 static void await_exit(sbx__conn *c, int pid_ready)
 {
-	struct pollfd p = {.fd = c->pidfd, .events = POLLIN};
-	if (!pid_ready && poll(&p, 1, EOF_WAIT_MS) <= 0) {
-		kill_conn(c, "crashed", "was killed after it closed its connection");
-		poll(&p, 1, -1);
-	}
+	if (pid_ready || pid_exited(c->pidfd, EOF_WAIT_MS))
+		return;
+	kill_conn(c, "crashed", "was killed after it closed its connection");
+	pid_exited(c->pidfd, -1);
 }
 
 static int64_t backoff_ms(size_t deaths)
@@ -313,7 +334,8 @@ static void count_death_locked(sbx__link *l, const char *death)
 	l->next_start_ms = now + backoff_ms(l->n_deaths);
 }
 
-/* Fails every call in flight, tells the link, and lets go of the reader's reference. */
+/* The runner is gone or going: reaps it, fails every call in flight and tells the link.
+ * Called by the holder of the reader role, without locks. */
 static void die(sbx__conn *c, int pid_ready)
 {
 	sbx__link *l = c->link;
@@ -336,55 +358,89 @@ static void die(sbx__conn *c, int pid_ready)
 	}
 	int closing = c->closing;
 	pthread_mutex_unlock(&c->lock);
-	if (!closing) {
-		sbx__log(SBX_LOG_WARN, "runner", "%s: runner (pid %ld) %s", l->path, (long)c->pid,
-			 death);
-		pthread_mutex_lock(&l->lock);
-		count_death_locked(l, death);
-		int was_cur = l->cur == c;
-		if (was_cur)
-			l->cur = NULL;
-		l->dead_reader = c->reader;
-		l->has_dead_reader = 1;
-		pthread_cond_broadcast(&l->changed);
-		pthread_mutex_unlock(&l->lock);
-		if (was_cur)
-			conn_unref(c);
-	}
-	conn_unref(c);
+	if (closing)
+		return;
+	sbx__log(SBX_LOG_WARN, "runner", "%s: runner (pid %ld) %s", l->path, (long)c->pid, death);
+	pthread_mutex_lock(&l->lock);
+	count_death_locked(l, death);
+	int was_cur = l->cur == c;
+	if (was_cur)
+		l->cur = NULL;
+	pthread_cond_broadcast(&l->changed);
+	pthread_mutex_unlock(&l->lock);
+	if (was_cur)
+		conn_unref(c); /* the link's reference; the reader holds its own */
 }
 
-static void *reader_main(void *arg)
+/* Reads frames as the holder of the reader role until `mine` is over, the connection is
+ * momentarily empty after some frames, or the deadline (-1: none) passes, which kills the
+ * runner for `late`. Without locks. */
+static void read_some(sbx__conn *c, const sbx__call *mine, int64_t deadline, const char *late)
 {
-	sbx__conn *c = arg;
 	struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->pidfd, .events = POLLIN}};
-	int pid_ready = 0;
+	int wait = -1;
+	if (deadline >= 0) {
+		int64_t left = deadline - sbx__wire_now_ms();
+		wait = left <= 0 ? 0 : left > 60000 ? 60000 : (int)left;
+	}
+	int n = poll(p, 2, wait);
+	if (n < 0)
+		return; /* EINTR: the caller loops */
+	if (n == 0) {
+		if (deadline >= 0 && sbx__wire_now_ms() >= deadline)
+			kill_conn(c, "hung", late);
+		return;
+	}
+	int pid_ready = (p[1].revents & POLLIN) != 0;
 	for (;;) {
-		int n = poll(p, 2, -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		pid_ready = (p[1].revents & POLLIN) != 0;
 		/* Frames sent before the runner died are still delivered. */
 		sbx__frame_hdr h;
 		long got = sbx__wire_recv(c->fd, &h, c->frame, 1);
 		if (got == -EAGAIN || got == -EWOULDBLOCK) {
 			if (pid_ready)
-				break;
-			continue;
+				die(c, 1);
+			return;
 		}
 		if (got == -EPROTO) {
 			protocol_error(c, "a malformed frame");
-			break;
+			die(c, 0);
+			return;
 		}
-		if (got < 0 || h.type == 0)
-			break; /* end of stream, or the connection broke */
-		if (dispatch(c, &h, c->frame, (size_t)got) != 0)
-			break;
+		if (got < 0 || h.type == 0) {
+			die(c, pid_ready); /* end of stream, or the connection broke */
+			return;
+		}
+		if (dispatch(c, &h, c->frame, (size_t)got) != 0) {
+			die(c, 0);
+			return;
+		}
+		pthread_mutex_lock(&c->lock);
+		int over = mine->done;
+		pthread_mutex_unlock(&c->lock);
+		if (over)
+			return;
 	}
-	die(c, pid_ready);
-	return NULL;
+}
+
+/* Whether c can take a call. A runner that died while no call was in flight is dealt with
+ * here, so the call goes to a fresh one. */
+static int conn_alive(sbx__conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	int ok = !c->dead;
+	int check = ok && !c->reading;
+	if (check)
+		c->reading = 1;
+	pthread_mutex_unlock(&c->lock);
+	if (!check)
+		return ok;
+	ok = !pid_exited(c->pidfd, 0);
+	if (!ok)
+		die(c, 1);
+	pthread_mutex_lock(&c->lock);
+	release_reader_locked(c);
+	pthread_mutex_unlock(&c->lock);
+	return ok;
 }
 
 /* ---- starting a runner */
@@ -435,7 +491,7 @@ static int spawn_runner(const char *runner, int child_fd, pid_t *pid, sbx_error 
 	return SBX_OK;
 }
 
-/* A connection to a new runner process, its reader running. */
+/* A connection to a new runner process. */
 static int conn_new(sbx__link *l, sbx__conn **out, sbx_error *err)
 {
 	int rc = SBX_OK, sv[2] = {-1, -1};
@@ -445,7 +501,7 @@ static int conn_new(sbx__link *l, sbx__conn **out, sbx_error *err)
 		return sbx__set_error(err, SBX_E_NOMEM, "runner: out of memory");
 	c->fd = c->pidfd = -1;
 	c->link = l;
-	c->refs = 2; /* the caller's and the reader's */
+	c->refs = 1;
 	if (pthread_mutex_init(&c->lock, NULL) != 0) {
 		sbx__free(c);
 		return sbx__set_error(err, SBX_E_NOMEM, "runner: cannot make a mutex");
@@ -461,6 +517,12 @@ static int conn_new(sbx__link *l, sbx__conn **out, sbx_error *err)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
 		rc = sbx__set_error(err, SBX_E_IO, "runner: socketpair: %s", strerror(errno));
 		goto fail;
+	}
+	/* Room for several output chunks in flight each way (the kernel caps it at
+	 * net.core.wmem_max). */
+	for (int i = 0; i < 2; i++) {
+		int size = 1 << 20;
+		setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	}
 	if (sv[1] == SBX__WIRE_FD) {
 		/* dup2 onto itself would keep close-on-exec set. */
@@ -489,12 +551,6 @@ static int conn_new(sbx__link *l, sbx__conn **out, sbx_error *err)
 	pthread_mutex_lock(&l->lock);
 	c->gen = ++l->gens;
 	pthread_mutex_unlock(&l->lock);
-	if (pthread_create(&c->reader, NULL, reader_main, c) != 0) {
-		rc = sbx__set_error(err, SBX_E_NOMEM, "runner: cannot start a reader thread");
-		pidfd_kill(c->pidfd);
-		waitid((idtype_t)P_PIDFD, (id_t)c->pidfd, NULL, WEXITED);
-		goto fail;
-	}
 	*out = c;
 	return SBX_OK;
 fail:
@@ -502,7 +558,6 @@ fail:
 		close(sv[0]);
 	if (sv[1] >= 0)
 		close(sv[1]);
-	c->refs = 1;
 	conn_unref(c);
 	return rc;
 }
@@ -557,6 +612,25 @@ static int load(sbx__link *l, sbx__conn *c, sbx_error *err)
 	return rc;
 }
 
+/* Ends a runner the host is done with: kills it when it has not exited within wait_ms (-1:
+ * at once), and reaps it. No call may be in flight. */
+static void reap(sbx__conn *c, int wait_ms)
+{
+	pthread_mutex_lock(&c->lock);
+	int reaped = c->reaped;
+	c->closing = 1;
+	pthread_mutex_unlock(&c->lock);
+	if (reaped)
+		return;
+	if (wait_ms < 0 || !pid_exited(c->pidfd, wait_ms))
+		kill_conn(c, "crashed", "was stopped by the host");
+	pid_exited(c->pidfd, -1);
+	waitid((idtype_t)P_PIDFD, (id_t)c->pidfd, NULL, WEXITED | WNOHANG);
+	pthread_mutex_lock(&c->lock);
+	c->reaped = 1;
+	pthread_mutex_unlock(&c->lock);
+}
+
 static int start(sbx__link *l, sbx__conn **out, sbx_error *err)
 {
 	sbx__conn *c = NULL;
@@ -565,33 +639,13 @@ static int start(sbx__link *l, sbx__conn **out, sbx_error *err)
 		return rc;
 	rc = load(l, c, err);
 	if (rc != SBX_OK) {
-		/* Ending it is no crash of a working plugin: the load's message says why. */
-		pthread_mutex_lock(&c->lock);
-		c->closing = 1;
-		kill_locked(c, "crashed", "was stopped after its load failed");
-		pthread_mutex_unlock(&c->lock);
-		pthread_join(c->reader, NULL);
-		/* A runner that died by itself while loading counted as a death, and its
-		 * reader offered itself for joining: it is joined. */
-		pthread_mutex_lock(&l->lock);
-		if (l->has_dead_reader && pthread_equal(l->dead_reader, c->reader))
-			l->has_dead_reader = 0;
-		pthread_mutex_unlock(&l->lock);
+		/* The load's message says why; a runner that died loading was counted. */
+		reap(c, -1);
 		conn_unref(c);
 		return rc;
 	}
 	*out = c;
 	return SBX_OK;
-}
-
-/* Joins the reader of a runner that died. Called with l->lock held; that reader has let go
- * of the lock for good. */
-static void join_dead_locked(sbx__link *l)
-{
-	if (l->has_dead_reader) {
-		pthread_join(l->dead_reader, NULL);
-		l->has_dead_reader = 0;
-	}
 }
 
 int sbx__link_acquire(sbx__link *l, const char *alias, const char *op, sbx__conn **out,
@@ -609,15 +663,17 @@ int sbx__link_acquire(sbx__link *l, const char *alias, const char *op, sbx__conn
 		if (l->cur) {
 			sbx__conn *c = l->cur;
 			pthread_mutex_lock(&c->lock);
-			int dead = c->dead;
-			if (!dead)
-				c->refs++;
+			c->refs++;
 			pthread_mutex_unlock(&c->lock);
-			if (!dead) {
+			pthread_mutex_unlock(&l->lock);
+			if (conn_alive(c)) {
 				*out = c;
-				break;
+				return SBX_OK;
 			}
-			pthread_cond_wait(&l->changed, &l->lock); /* until its reader is done */
+			conn_unref(c);
+			pthread_mutex_lock(&l->lock);
+			if (l->cur == c)
+				pthread_cond_wait(&l->changed, &l->lock); /* its death is noted */
 			continue;
 		}
 		if (l->starting) {
@@ -633,7 +689,6 @@ int sbx__link_acquire(sbx__link *l, const char *alias, const char *op, sbx__conn
 			continue;
 		}
 		l->starting = 1;
-		join_dead_locked(l);
 		pthread_mutex_unlock(&l->lock);
 		sbx__conn *c = NULL;
 		sbx_error serr = {0};
@@ -747,6 +802,21 @@ static int do_call(sbx__conn *c, uint32_t type, const sbx__wbuf *req, const void
 		kill_locked(c, "crashed", why);
 	}
 	while (!call->done) {
+		if (!c->reading) {
+			/* No caller reads: this one does, until its call is over. */
+			c->reading = 1;
+			pthread_mutex_unlock(&c->lock);
+			read_some(c, call, deadline, late);
+			pthread_mutex_lock(&c->lock);
+			if (call->done) {
+				release_reader_locked(c);
+				break;
+			}
+			c->reading = 0;
+			if (deadline >= 0 && sbx__wire_now_ms() >= deadline)
+				deadline = -1; /* killed: read on until its death is seen */
+			continue;
+		}
 		if (deadline < 0) {
 			pthread_cond_wait(&call->cond, &c->lock);
 			continue;
@@ -852,19 +922,12 @@ void sbx__link_stop(sbx__link *l)
 	pthread_mutex_lock(&l->lock);
 	sbx__conn *c = l->cur;
 	l->cur = NULL;
-	join_dead_locked(l);
 	pthread_mutex_unlock(&l->lock);
 	if (c) {
-		pthread_mutex_lock(&c->lock);
-		c->closing = 1;
-		pthread_mutex_unlock(&c->lock);
 		/* End of stream: the runner unloads the plugin and exits. */
 		shutdown(c->fd, SHUT_WR);
-		struct pollfd p = {.fd = c->pidfd, .events = POLLIN};
-		int64_t wait = (int64_t)l->opts.grace_ms;
-		if (poll(&p, 1, wait > 60000 ? 60000 : (int)wait) <= 0)
-			kill_conn(c, "crashed", "was killed: it did not exit when the host closed");
-		pthread_join(c->reader, NULL);
+		uint64_t wait = l->opts.grace_ms;
+		reap(c, wait > 60000 ? 60000 : (int)wait);
 		conn_unref(c);
 	}
 	for (size_t i = 0; i < l->n_expected; i++)

@@ -1,12 +1,13 @@
 /* sbx-runner HOST_PID: serves the plugin file the host names in its first request over the
  * socketpair on descriptor 3 (see core/link.c for how the host starts it).
  *
- * The main thread only reads: it reassembles each request from its frames, collects the
- * stdin or file contents that follow it (in memory when small, else in an unlinked file that
- * the plugin sees mapped), and hands the request to a worker thread; a pool keeps a few idle
- * workers, and starts one whenever none is idle, so calls never wait on each other. STOP
- * frames reach the call they name. The runner ends when the host closes the connection (after
- * unloading the plugin) or when the host process is gone (at once). */
+ * Worker threads take turns reading (leader and followers): the one holding the reader role
+ * reassembles requests from their frames, collects the stdin or file contents that follow a
+ * request (in memory when small, else in an unlinked file the plugin sees mapped), and once a
+ * request is complete gives up the role and runs it itself, starting another worker when
+ * none waits for the role, so calls never wait on each other and a call costs no hand-over.
+ * STOP frames reach the call they name. The runner ends when the host closes the connection
+ * (after unloading the plugin) or when the host process is gone (at once). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -27,10 +28,12 @@
 int sbx__rn_fd = SBX__WIRE_FD;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
-static sbx__rjob *jobs;              /* under lock: every request not finished */
-static sbx__rjob *queue, *queue_end; /* under lock: ready, not yet taken */
-static unsigned idle;                /* under lock */
+static pthread_mutex_t read_lock = PTHREAD_MUTEX_INITIALIZER; /* the reader role */
+static sbx__rjob *jobs;          /* under lock: every request not finished */
+static sbx__rjob *ready;         /* reader only: the request the last frame completed */
+static unsigned waiting;         /* under lock: workers waiting for the reader role */
+static unsigned char *frame_buf; /* reader only */
+static int host_pidfd = -1;
 
 static void fatal(const char *fmt, const char *detail)
 {
@@ -61,46 +64,10 @@ static void unlist_locked(sbx__rjob *j)
 
 /* ---- workers */
 
-static void *worker(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&lock);
-	for (;;) {
-		while (!queue) {
-			idle++;
-			pthread_cond_wait(&work, &lock);
-			idle--;
-		}
-		sbx__rjob *j = queue;
-		queue = j->qnext;
-		if (!queue)
-			queue_end = NULL;
-		pthread_mutex_unlock(&lock);
-		sbx__rn_run(j);
-		pthread_mutex_lock(&lock);
-		unlist_locked(j);
-		job_free(j);
-		if (idle >= IDLE_MAX)
-			break;
-	}
-	pthread_mutex_unlock(&lock);
-	return NULL;
-}
+static void *worker(void *arg);
 
-/* Hands a job whose request and data are complete to a worker, starting one when none is
- * idle. Called with lock held. */
-static void dispatch_locked(sbx__rjob *j)
+static void start_worker(void)
 {
-	j->qnext = NULL;
-	if (queue_end)
-		queue_end->qnext = j;
-	else
-		queue = j;
-	queue_end = j;
-	if (idle) {
-		pthread_cond_signal(&work);
-		return;
-	}
 	pthread_t t;
 	pthread_attr_t at;
 	pthread_attr_init(&at);
@@ -108,6 +75,37 @@ static void dispatch_locked(sbx__rjob *j)
 	if (pthread_create(&t, &at, worker, NULL) != 0)
 		fatal("cannot start a worker thread%s", "");
 	pthread_attr_destroy(&at);
+}
+
+static sbx__rjob *next_job(void);
+
+/* Takes turns reading; runs what it read. The main thread (arg non-NULL) never leaves. */
+static void *worker(void *arg)
+{
+	for (;;) {
+		pthread_mutex_lock(&lock);
+		waiting++;
+		pthread_mutex_unlock(&lock);
+		pthread_mutex_lock(&read_lock);
+		pthread_mutex_lock(&lock);
+		waiting--;
+		pthread_mutex_unlock(&lock);
+		sbx__rjob *j = next_job();
+		pthread_mutex_unlock(&read_lock);
+		pthread_mutex_lock(&lock);
+		int spare = waiting > 0;
+		pthread_mutex_unlock(&lock);
+		if (!spare)
+			start_worker(); /* someone must read while this call runs */
+		sbx__rn_run(j);
+		pthread_mutex_lock(&lock);
+		unlist_locked(j);
+		job_free(j);
+		int idle_enough = waiting >= IDLE_MAX;
+		pthread_mutex_unlock(&lock);
+		if (idle_enough && !arg)
+			return NULL;
+	}
 }
 
 /* ---- assembling requests */
@@ -130,7 +128,8 @@ static int data_file(void)
 	return fd;
 }
 
-/* The request is complete: make room for its data, or hand it on. Called with lock held. */
+/* The request is complete: make room for its data, or make it the one to run. Called with
+ * lock held. */
 static void request_done_locked(sbx__rjob *j)
 {
 	sbx__rbuf r = {.p = j->req.p, .len = j->req.len};
@@ -138,7 +137,7 @@ static void request_done_locked(sbx__rjob *j)
 	if (r.bad)
 		fatal("a request without its data length%s", "");
 	if (j->data_want == 0) {
-		dispatch_locked(j);
+		ready = j;
 		return;
 	}
 	if (j->data_want <= HEAP_DATA_MAX) {
@@ -184,9 +183,7 @@ static void take_data(sbx__rjob *j, const sbx__frame_hdr *h, const unsigned char
 		close(j->data_fd);
 		j->data_fd = -1;
 	}
-	pthread_mutex_lock(&lock);
-	dispatch_locked(j);
-	pthread_mutex_unlock(&lock);
+	ready = j;
 }
 
 static void frame(const sbx__frame_hdr *h, const unsigned char *p, size_t n)
@@ -248,14 +245,14 @@ static void closed(void)
 	exit(0);
 }
 
-static void serve(int host_pidfd)
+/* Reads frames until one completes a request, and returns that request. Called holding the
+ * reader role. */
+static sbx__rjob *next_job(void)
 {
-	unsigned char *buf = sbx__alloc(SBX__WIRE_CHUNK);
-	if (!buf)
-		fatal("out of memory%s", "");
 	struct pollfd pf[2] = {{.fd = sbx__rn_fd, .events = POLLIN},
 			       {.fd = host_pidfd, .events = POLLIN}};
-	for (;;) {
+	ready = NULL;
+	while (!ready) {
 		int k = poll(pf, 2, -1);
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -266,17 +263,16 @@ static void serve(int host_pidfd)
 		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		sbx__frame_hdr h;
-		long n = sbx__wire_recv(sbx__rn_fd, &h, buf, 1);
+		long n = sbx__wire_recv(sbx__rn_fd, &h, frame_buf, 1);
 		if (n == -EAGAIN || n == -EWOULDBLOCK)
 			continue;
-		if (n == 0 && h.type == 0) {
-			sbx__free(buf);
+		if (n == 0 && h.type == 0)
 			closed();
-		}
 		if (n < 0)
 			fatal("cannot read from the host: %s", strerror((int)-n));
-		frame(&h, buf, (size_t)n);
+		frame(&h, frame_buf, (size_t)n);
 	}
+	return ready;
 }
 
 int main(int argc, char **argv)
@@ -294,10 +290,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)host, 0);
-	if (pidfd < 0 || getppid() != (pid_t)host)
+	host_pidfd = (int)syscall(SYS_pidfd_open, (pid_t)host, 0);
+	if (host_pidfd < 0 || getppid() != (pid_t)host)
 		return 0; /* the host is already gone */
-	fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-	serve(pidfd);
+	fcntl(host_pidfd, F_SETFD, FD_CLOEXEC);
+	if (!(frame_buf = sbx__alloc(SBX__WIRE_CHUNK)))
+		fatal("out of memory%s", "");
+	worker(&host_pidfd);
 	return 0;
 }
