@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gc.h"
 #include "internal.h"
 
 static const char *config_text = "data_source:\n"
@@ -162,6 +163,59 @@ Test(inproc, output_on_an_unknown_stream_is_refused)
 	create(h, NULL, id);
 	expect_failure(h, id, "bad-stream", SBX_E_INVAL, "rogue: exec: invalid argument");
 	sbx_host_free(h);
+}
+
+/* The rules of plugin.h that both ways of running a plugin enforce alike. */
+typedef struct ids_seen {
+	char ids[8][16];
+	int n;
+} ids_seen;
+
+static int on_id(void *ctx, const char *id)
+{
+	ids_seen *s = ctx;
+	if (s->n < 8)
+		snprintf(s->ids[s->n++], sizeof(s->ids[0]), "%s", id);
+	return SBX_OK;
+}
+
+static void buffers_and_ids_are_checked(void)
+{
+	sbx_host *h = new_host();
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	expect_failure(h, id, "null-data", SBX_E_INVAL, "rogue: exec: invalid argument");
+	void *data = NULL;
+	size_t len = 0;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_read_file(h, id, "nobuf", &data, &len, &err), SBX_E_BACKEND);
+	cr_assert_str_eq(err.message, "rogue: read_file: plugin returned 5 bytes but no buffer");
+	cr_assert_eq(sbx_read_file(h, id, "/a/b", &data, &len, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(len, 4);
+	cr_assert_str_eq(data, "/a/b");
+	sbx_free(data);
+	sbx_file_info *v = NULL;
+	size_t n = 0;
+	cr_assert_eq(sbx_list_dir(h, id, "nobuf", &v, &n, &err), SBX_E_BACKEND);
+	cr_assert_str_eq(err.message, "rogue: list_dir: plugin returned 3 entries but no array");
+	cr_assert_eq(sbx_list_dir(h, id, "x.txt", &v, &n, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(v[0].name, "x.txt");
+	cr_assert_eq(v[0].size, 5);
+	sbx_free(v);
+	ids_seen s;
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(sbx__host_list_by_label(h, "rogue", "k", "v", on_id, &s, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(s.n, 2);
+	cr_assert_str_eq(s.ids[0], "r-a");
+	cr_assert_str_eq(s.ids[1], "r-b");
+	sbx_host_free(h);
+}
+
+Test(inproc, bad_buffers_and_ids_are_refused)
+{
+	buffers_and_ids_are_checked();
 }
 
 Test(inproc, unknown_sandbox_state_is_refused)
@@ -507,6 +561,11 @@ Test(process, out_of_range_outcomes_are_refused_as_in_process)
 			 "rogue: status: plugin reported state 77, not an SBX_STATE_* value");
 	expect_output(h, id, "still fine", "still fine\n");
 	sbx_host_free(h);
+}
+
+Test(process, bad_buffers_and_ids_are_refused_as_in_process)
+{
+	buffers_and_ids_are_checked();
 }
 
 Test(process, the_plugins_own_stdout_is_not_the_callers)
