@@ -67,6 +67,7 @@ struct sbx__link {
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* a start finished */
 	char *path;
+	char *state_dir; /* the host's plugins folder, or NULL */
 	char **expected;
 	size_t n_expected;
 	sbx__runner_opts opts;
@@ -575,7 +576,7 @@ static int load(sbx__link *l, sbx__conn *c, sbx_error *err)
 	sbx__wput_u32(&req, (uint32_t)l->n_expected);
 	for (size_t i = 0; i < l->n_expected; i++)
 		sbx__wput_str(&req, l->expected[i]);
-	sbx__wput_str(&req, sbx__host_api()->state_dir());
+	sbx__wput_str(&req, l->state_dir);
 	if (req.oom) {
 		sbx__wbuf_free(&req);
 		return sbx__set_error(err, SBX_E_NOMEM, "runner: out of memory");
@@ -867,8 +868,9 @@ int sbx__conn_call(sbx__conn *c, uint32_t type, const sbx__wbuf *req, const void
 
 /* ---- the link */
 
-int sbx__link_start(const char *path, const char *const *expected, size_t n_expected,
-		    const sbx__runner_opts *opts, sbx__link **out, sbx_error *err)
+int sbx__link_start(const char *path, const char *state_dir, const char *const *expected,
+		    size_t n_expected, const sbx__runner_opts *opts, sbx__link **out,
+		    sbx_error *err)
 {
 	int rc = SBX_OK;
 	*out = NULL;
@@ -892,9 +894,10 @@ int sbx__link_start(const char *path, const char *const *expected, size_t n_expe
 				      path);
 	}
 	l->path = sbx__strdup(path);
+	l->state_dir = state_dir ? sbx__strdup(state_dir) : NULL;
 	l->expected = sbx__calloc(n_expected ? n_expected : 1, sizeof(*l->expected));
 	l->deaths = sbx__calloc(opts->max_crashes ? opts->max_crashes : 1, sizeof(*l->deaths));
-	if (!l->path || !l->expected || !l->deaths) {
+	if (!l->path || (state_dir && !l->state_dir) || !l->expected || !l->deaths) {
 		rc = sbx__set_error(err, SBX_E_NOMEM, "%s: out of memory", path);
 		goto fail;
 	}
@@ -935,6 +938,7 @@ void sbx__link_stop(sbx__link *l)
 	sbx__free(l->expected);
 	sbx__free(l->deaths);
 	sbx__free(l->path);
+	sbx__free(l->state_dir);
 	sbx__wbuf_free(&l->manifest);
 	pthread_cond_destroy(&l->changed);
 	pthread_mutex_destroy(&l->lock);

@@ -38,10 +38,13 @@ typedef struct sbx__call {
 } sbx__call;
 
 /* Starts the runner for plugin file `path`, loads it there with the expected aliases and
- * keeps its LOAD reply (see sbx__link_manifest). SBX_E_IO when sbx-runner cannot be started;
- * the load's own status and message when the plugin does not load. */
-int sbx__link_start(const char *path, const char *const *expected, size_t n_expected,
-		    const sbx__runner_opts *opts, sbx__link **out, sbx_error *err);
+ * keeps its LOAD reply (see sbx__link_manifest). state_dir (may be NULL) is the host's
+ * plugins folder: the runner's state_dir() and where it keeps large streams of data.
+ * SBX_E_IO when sbx-runner cannot be started; the load's own status and message when the
+ * plugin does not load. */
+int sbx__link_start(const char *path, const char *state_dir, const char *const *expected,
+		    size_t n_expected, const sbx__runner_opts *opts, sbx__link **out,
+		    sbx_error *err);
 /* Ends the runner (waiting up to the grace period before killing it) and frees the link.
  * No call may be in flight. NULL is a no-op. */
 void sbx__link_stop(sbx__link *l);

@@ -605,6 +605,20 @@ static int p_list_by_label(void *state, const char *key, const char *value, sbx_
 	return rc;
 }
 
+/* The JSON text streamed back for info and sandbox_info: *json takes in's buffer when the
+ * reply says the plugin returned one (the empty string when it was empty). */
+static int take_json(pstate *ps, sbx__rbuf *r, bytes_in *in, char **json, sbx_error *err)
+{
+	uint32_t has_json = sbx__rget_u32(r);
+	if (r->bad || !has_json)
+		return SBX_OK;
+	if (!in->p && take_bytes(in, SBX__W_DATA, "", 0) != SBX_OK)
+		return sbx__set_error(err, SBX_E_NOMEM, "%s: info: out of memory", ps->alias);
+	*json = (char *)in->p;
+	in->p = NULL;
+	return SBX_OK;
+}
+
 static int p_info(void *state, char **json, sbx_error *err)
 {
 	pstate *ps = state;
@@ -620,15 +634,30 @@ static int p_info(void *state, char **json, sbx_error *err)
 	sbx__rbuf r = {0};
 	int st = SBX_OK;
 	rc = roundtrip(ps, c, SBX__W_INFO, &b, NULL, 0, 0, &call, &st, &r, err);
-	if (rc == SBX_OK) {
-		uint32_t has_json = sbx__rget_u32(&r);
-		if (!r.bad && has_json && !in.p && take_bytes(&in, SBX__W_DATA, "", 0) != SBX_OK)
-			rc = sbx__set_error(err, SBX_E_NOMEM, "%s: info: out of memory", ps->alias);
-		if (!r.bad && rc == SBX_OK && has_json) {
-			*json = (char *)in.p;
-			in.p = NULL;
-		}
-	}
+	if (rc == SBX_OK)
+		rc = take_json(ps, &r, &in, json, err);
+	sbx__free(in.p);
+	return finish(ps, c, &call, rc, st, &r, err);
+}
+
+static int p_sandbox_info(void *state, const char *id, char **json, sbx_error *err)
+{
+	pstate *ps = state;
+	sbx__conn *c = NULL;
+	int rc = begin(ps, "sandbox_info", &c, err);
+	if (rc != SBX_OK)
+		return rc;
+	sbx__wbuf b = {0};
+	head(&b, 0, ps);
+	sbx__wput_str(&b, id);
+	bytes_in in = {0};
+	sbx__call call = {
+	    .alias = ps->alias, .op = "sandbox_info", .on_frame = take_bytes, .frame_ctx = &in};
+	sbx__rbuf r = {0};
+	int st = SBX_OK;
+	rc = roundtrip(ps, c, SBX__W_SANDBOX_INFO, &b, NULL, 0, 0, &call, &st, &r, err);
+	if (rc == SBX_OK)
+		rc = take_json(ps, &r, &in, json, err);
 	sbx__free(in.p);
 	return finish(ps, c, &call, rc, st, &r, err);
 }
@@ -720,6 +749,7 @@ static int make_descs(proxy_plugin *pp, const sbx__wbuf *m, sbx_error *err)
 		d->status = ops & SBX__OP_STATUS ? p_status : NULL;
 		d->list_by_label = ops & SBX__OP_LIST_BY_LABEL ? p_list_by_label : NULL;
 		d->info = ops & SBX__OP_INFO ? p_info : NULL;
+		d->sandbox_info = ops & SBX__OP_SANDBOX_INFO ? p_sandbox_info : NULL;
 		pp->n++;
 	}
 	if (r.bad || pp->n != n)
@@ -727,16 +757,17 @@ static int make_descs(proxy_plugin *pp, const sbx__wbuf *m, sbx_error *err)
 	return SBX_OK;
 }
 
-int sbx__plugin_open(const sbx__reg_entry *ent, const char *const *expected, size_t n_expected,
-		     sbx__module **out, sbx_error *err)
+int sbx__plugin_open(const sbx__reg_entry *ent, const char *state_dir, const char *const *expected,
+		     size_t n_expected, sbx__module **out, sbx_error *err)
 {
 	*out = NULL;
 	if (sbx__runner_mode(ent) == SBX__RUNNER_INPROC)
-		return sbx__module_load(ent->path, expected, n_expected, out, err);
+		return sbx__module_load(ent->path, sbx__host_api(), expected, n_expected, out, err);
 	proxy_plugin *pp = sbx__calloc(1, sizeof(*pp));
 	if (!pp)
 		return sbx__set_error(err, SBX_E_NOMEM, "%s: out of memory", ent->path);
-	int rc = sbx__link_start(ent->path, expected, n_expected, &ent->runner, &pp->link, err);
+	int rc = sbx__link_start(ent->path, state_dir, expected, n_expected, &ent->runner,
+				 &pp->link, err);
 	if (rc == SBX_OK)
 		rc = make_descs(pp, sbx__link_manifest(pp->link), err);
 	if (rc == SBX_OK &&

@@ -47,7 +47,8 @@
 #define SBX__W_STATUS        15u
 #define SBX__W_LIST_BY_LABEL 16u
 #define SBX__W_INFO          17u
-#define SBX__W_REQUEST_LAST  17u
+#define SBX__W_SANDBOX_INFO  18u
+#define SBX__W_REQUEST_LAST  18u
 /* Host -> runner, about a call in flight. */
 #define SBX__W_DATA 32u /* a piece of the call's stdin or file contents (also runner -> host) */
 #define SBX__W_STOP 33u /* the call's output sink refused more: u32 status */
@@ -69,6 +70,7 @@
 #define SBX__OP_STATUS        (1u << 8)
 #define SBX__OP_LIST_BY_LABEL (1u << 9)
 #define SBX__OP_INFO          (1u << 10)
+#define SBX__OP_SANDBOX_INFO  (1u << 11)
 
 typedef struct sbx__frame_hdr {
 	uint32_t type;

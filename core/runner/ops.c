@@ -13,6 +13,7 @@
 #define IDS_BATCH (SBX__WIRE_CHUNK - 1024) /* bytes of ids per IDS frame */
 
 static sbx__module *mod;
+static char *state_dir; /* the host's plugins folder, as LOAD named it; NULL when none */
 
 /* Plugin states by handle (index + 1). */
 typedef struct rstate {
@@ -92,7 +93,7 @@ static void put_desc(sbx__wbuf *b, const sbx_plugin_desc *d)
 	    (d->make_dir ? SBX__OP_MAKE_DIR : 0) | (d->remove_path ? SBX__OP_REMOVE_PATH : 0) |
 	    (d->pause ? SBX__OP_PAUSE : 0) | (d->resume ? SBX__OP_RESUME : 0) |
 	    (d->status ? SBX__OP_STATUS : 0) | (d->list_by_label ? SBX__OP_LIST_BY_LABEL : 0) |
-	    (d->info ? SBX__OP_INFO : 0);
+	    (d->info ? SBX__OP_INFO : 0) | (d->sandbox_info ? SBX__OP_SANDBOX_INFO : 0);
 	sbx__wput_str(b, d->alias);
 	sbx__wput_str(b, d->version);
 	sbx__wput_str(b, d->description);
@@ -120,14 +121,17 @@ static void op_load(const sbx__rjob *j, sbx__rbuf *r)
 		expected = sbx__calloc(n ? n : 1, sizeof(*expected));
 	for (uint32_t i = 0; expected && i < n; i++)
 		expected[i] = sbx__rget_str(r);
-	const char *state_dir = sbx__rget_str(r);
+	const char *dir = sbx__rget_str(r);
 	if (r->bad || !path || !expected)
 		rc = sbx__set_error(&err, SBX_E_INVAL, "sbx-runner: malformed load request");
 	else if (mod)
 		rc = sbx__set_error(&err, SBX_E_INVAL, "sbx-runner: a plugin is already loaded");
+	else if (dir && !(state_dir = sbx__strdup(dir)))
+		rc = sbx__set_error(&err, SBX_E_NOMEM, "sbx-runner: out of memory");
 	if (rc == SBX_OK) {
+		/* state_dir() of ABI 1.0 plugins and state_dir_for() name the same folder. */
 		sbx__set_state_dir(state_dir);
-		rc = sbx__module_load(path, expected, n, &mod, &err);
+		rc = sbx__module_load(path, sbx__host_api(), expected, n, &mod, &err);
 	}
 	sbx__free(expected);
 	sbx__wbuf b = {0};
@@ -179,14 +183,11 @@ static void op_init(const sbx__rjob *j, sbx__rbuf *r)
 				    "sbx-runner: malformed init request");
 		goto out;
 	}
-	cfg = sbx__calloc(1, sizeof(*cfg));
-	if (!cfg || !(cfg->json = sbx__calloc(map && map->n ? map->n : 1, sizeof(char *)))) {
-		rc = sbx__set_error(&err, SBX_E_NOMEM, "%s: init: out of memory", d->alias);
+	/* Checked and converted again, against the descriptor the runner loaded. */
+	rc = sbx__config_from_map(map, d, &cfg, &err);
+	if (rc != SBX_OK)
 		goto out;
-	}
-	cfg->map = map;
-	cfg->desc = d;
-	map = NULL;
+	cfg->state_dir = state_dir;
 	rc = d->init(cfg, &state, &err);
 	if (rc != SBX_OK)
 		goto out;
@@ -232,6 +233,8 @@ void sbx__rn_unload(void)
 	sbx__free(states);
 	states = NULL;
 	n_states = 0;
+	sbx__free(state_dir);
+	state_dir = NULL;
 }
 
 /* ---- sandboxes */
@@ -604,6 +607,31 @@ static void op_info(const sbx__rjob *j, sbx__rbuf *r)
 	sbx__free(json);
 }
 
+static void op_sandbox_info(const sbx__rjob *j, sbx__rbuf *r)
+{
+	sbx_error err = {0};
+	const sbx_plugin_desc *d = NULL;
+	void *state = NULL;
+	char *json = NULL;
+	int rc = target(r, &d, &state, &err);
+	const char *id = sbx__rget_str(r);
+	if (rc == SBX_OK && (r->bad || !id))
+		rc =
+		    sbx__set_error(&err, SBX_E_INVAL, "sbx-runner: malformed sandbox_info request");
+	if (rc == SBX_OK && !d->sandbox_info)
+		rc = SBX_E_UNSUPPORTED;
+	if (rc == SBX_OK)
+		rc = d->sandbox_info(state, id, &json, &err);
+	if (rc == SBX_OK && json)
+		send_data(j, json, strlen(json));
+	sbx__wbuf b = {0};
+	status(&b, rc, &err);
+	sbx__wput_u32(&b, rc == SBX_OK && json ? 1u : 0u);
+	send_or_give_up(SBX__W_REPLY, j->call, &b);
+	sbx__wbuf_free(&b);
+	sbx__free(json);
+}
+
 void sbx__rn_run(sbx__rjob *j)
 {
 	sbx__rbuf r = {.p = j->req.p, .len = j->req.len};
@@ -650,6 +678,9 @@ void sbx__rn_run(sbx__rjob *j)
 		break;
 	case SBX__W_INFO:
 		op_info(j, &r);
+		break;
+	case SBX__W_SANDBOX_INFO:
+		op_sandbox_info(j, &r);
 		break;
 	default:
 		op_simple(j, &r);

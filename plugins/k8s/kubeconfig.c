@@ -1,27 +1,30 @@
 /* Connection settings from a kubeconfig file (current or named context) or from the pod's
  * service account when running in a cluster. */
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
-#include "k8s.h"
+#include <sbx/support/base64.h>
+#include <sbx/support/buf.h>
+#include <sbx/support/host.h>
+
+#include "kubeconfig.h"
 
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
-void k8s__conn_free(k8s_conn *c)
+void k8s_conn_free(k8s_conn *c)
 {
-	free(c->server);
-	free(c->ca_pem);
-	free(c->cert_pem);
+	sbxs_host->free(c->server);
+	sbxs_host->free(c->ca_pem);
+	sbxs_host->free(c->cert_pem);
 	if (c->key_pem)
-		memset(c->key_pem, 0, c->key_len);
-	free(c->key_pem);
+		explicit_bzero(c->key_pem, c->key_len);
+	sbxs_host->free(c->key_pem);
 	if (c->token)
-		memset(c->token, 0, strlen(c->token));
-	free(c->token);
-	free(c->token_file);
+		explicit_bzero(c->token, strlen(c->token));
+	sbxs_host->free(c->token);
+	sbxs_host->free(c->token_file);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -30,43 +33,35 @@ static int read_file(const char *path, char **out, size_t *len)
 	FILE *f = fopen(path, "rbe");
 	if (!f)
 		return SBX_E_IO;
-	k8s_buf b = {0};
+	sbxs_buf b = {0};
 	char tmp[8192];
 	size_t n;
 	int rc = SBX_OK;
 	while ((n = fread(tmp, 1, sizeof(tmp), f)) > 0)
-		if ((rc = k8s__buf_add(&b, tmp, n)) != SBX_OK)
+		if ((rc = sbxs_buf_add(&b, tmp, n)) != SBX_OK)
 			break;
 	fclose(f);
-	if (rc == SBX_OK && !b.data)
-		rc = k8s__buf_add(&b, "", 0);
+	explicit_bzero(tmp, sizeof(tmp));
 	if (rc != SBX_OK) {
-		k8s__buf_free(&b);
+		sbxs_buf_wipe(&b);
 		return rc;
 	}
-	*out = b.data;
-	*len = b.len;
-	return SBX_OK;
+	*out = sbxs_buf_take(&b, len);
+	return *out ? SBX_OK : SBX_E_NOMEM;
 }
 
 static int b64_decode(const char *in, char **out, size_t *len)
 {
 	size_t n = strlen(in);
-	unsigned char *buf = malloc(n / 4 * 3 + 4);
+	char *buf = sbxs_host->alloc(SBXS_BASE64_DECODED_MAX(n) + 1);
 	if (!buf)
 		return SBX_E_NOMEM;
-	int m = EVP_DecodeBlock(buf, (const unsigned char *)in, (int)n);
-	if (m < 0) {
-		free(buf);
+	if (sbxs_base64_decode(in, n, buf, SBXS_BASE64_DECODED_MAX(n), len) != SBX_OK) {
+		sbxs_host->free(buf);
 		return SBX_E_CONFIG;
 	}
-	while (n && in[n - 1] == '=') {
-		n--;
-		m--;
-	}
-	buf[m] = '\0';
-	*out = (char *)buf;
-	*len = (size_t)m;
+	buf[*len] = '\0';
+	*out = buf;
 	return SBX_OK;
 }
 
@@ -116,7 +111,7 @@ static int load_blob(const char *data, const char *file, const char *dir, char *
 	if (data) {
 		int rc = b64_decode(data, out, len);
 		if (rc != SBX_OK)
-			return k8s__host->set_error(err, rc,
+			return sbxs_host->set_error(err, rc,
 						    "k8s: kubeconfig: %s-data is not base64", what);
 		return SBX_OK;
 	}
@@ -126,10 +121,10 @@ static int load_blob(const char *data, const char *file, const char *dir, char *
 	int n = file[0] == '/' ? snprintf(path, sizeof(path), "%s", file)
 			       : snprintf(path, sizeof(path), "%s/%s", dir, file);
 	if (n < 0 || (size_t)n >= sizeof(path))
-		return k8s__host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig: %s path too long",
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig: %s path too long",
 					    what);
 	if (read_file(path, out, len) != SBX_OK)
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: kubeconfig: cannot read %s '%s'", what, path);
 	return SBX_OK;
 }
@@ -141,11 +136,11 @@ static char *abs_path(const char *file, const char *dir)
 			       : snprintf(path, sizeof(path), "%s/%s", dir, file);
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return NULL;
-	return strdup(path);
+	return sbxs_strdup(path);
 }
 
-int k8s__load_kubeconfig(k8s_conn *conn, const char *path, const char *context, char **ns_out,
-			 sbx_error *err)
+int k8s_load_kubeconfig(k8s_conn *conn, const char *path, const char *context, char **ns_out,
+			sbx_error *err)
 {
 	int rc = SBX_OK;
 	char *text = NULL;
@@ -158,19 +153,19 @@ int k8s__load_kubeconfig(k8s_conn *conn, const char *path, const char *context, 
 	int n = slash ? snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path)
 		      : snprintf(dir, sizeof(dir), ".");
 	if (n < 0 || (size_t)n >= sizeof(dir))
-		return k8s__host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig path too long");
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig path too long");
 	if (read_file(path, &text, &len) != SBX_OK)
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: kubeconfig '%s' cannot be read (set the "
 					    "`kubeconfig` key or $KUBECONFIG)",
 					    path);
 	if (!yaml_parser_initialize(&parser)) {
-		free(text);
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		sbxs_host->free(text);
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	}
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	if (!yaml_parser_load(&parser, &doc)) {
-		rc = k8s__host->set_error(err, SBX_E_CONFIG,
+		rc = sbxs_host->set_error(err, SBX_E_CONFIG,
 					  "k8s: kubeconfig '%s': YAML error at line "
 					  "%zu: %s",
 					  path, parser.problem_mark.line + 1,
@@ -182,7 +177,7 @@ int k8s__load_kubeconfig(k8s_conn *conn, const char *path, const char *context, 
 	const char *ctx_name = context ? context : map_str(&doc, root, "current-context");
 	yaml_node_t *ctx = named(&doc, root, "contexts", ctx_name, "context");
 	if (!ctx) {
-		rc = k8s__host->set_error(err, SBX_E_CONFIG,
+		rc = sbxs_host->set_error(err, SBX_E_CONFIG,
 					  "k8s: kubeconfig '%s' has no context "
 					  "'%s'",
 					  path, ctx_name ? ctx_name : "(no current-context)");
@@ -195,14 +190,14 @@ int k8s__load_kubeconfig(k8s_conn *conn, const char *path, const char *context, 
 	yaml_node_t *user = named(&doc, root, "users", user_name, "user");
 	const char *server = map_str(&doc, cl, "server");
 	if (!server) {
-		rc = k8s__host->set_error(err, SBX_E_CONFIG,
+		rc = sbxs_host->set_error(err, SBX_E_CONFIG,
 					  "k8s: kubeconfig '%s': cluster '%s' has "
 					  "no server",
 					  path, cl_name ? cl_name : "");
 		goto out;
 	}
 	size_t sl = strlen(server);
-	conn->server = strdup(server);
+	conn->server = sbxs_strdup(server);
 	if (!conn->server)
 		goto nomem;
 	while (sl && conn->server[sl - 1] == '/')
@@ -224,40 +219,40 @@ int k8s__load_kubeconfig(k8s_conn *conn, const char *path, const char *context, 
 		goto out;
 	const char *tok = map_str(&doc, user, "token");
 	const char *tf = map_str(&doc, user, "tokenFile");
-	if (tok && !(conn->token = strdup(tok)))
+	if (tok && !(conn->token = sbxs_strdup(tok)))
 		goto nomem;
 	if (tf && !(conn->token_file = abs_path(tf, dir)))
 		goto nomem;
 	if (map_get(&doc, user, "exec") && !tok && !tf && !conn->cert_pem) {
-		rc = k8s__host->set_error(err, SBX_E_CONFIG,
+		rc = sbxs_host->set_error(err, SBX_E_CONFIG,
 					  "k8s: kubeconfig '%s': user '%s' uses an exec credential "
 					  "plugin, which this backend does not run; use a token, "
 					  "tokenFile or client certificate",
 					  path, user_name ? user_name : "");
 		goto out;
 	}
-	if (ns && ns_out && !(*ns_out = strdup(ns)))
+	if (ns && ns_out && !(*ns_out = sbxs_strdup(ns)))
 		goto nomem;
 	goto out;
 nomem:
-	rc = k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+	rc = sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 out:
 	if (have_doc)
 		yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
 	if (text) {
-		memset(text, 0, len);
-		free(text);
+		explicit_bzero(text, len);
+		sbxs_host->free(text);
 	}
 	return rc;
 }
 
-int k8s__load_incluster(k8s_conn *conn, char **ns_out, sbx_error *err)
+int k8s_load_incluster(k8s_conn *conn, char **ns_out, sbx_error *err)
 {
 	const char *host = getenv("KUBERNETES_SERVICE_HOST");
 	const char *port = getenv("KUBERNETES_SERVICE_PORT");
 	if (!host || !*host)
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: in_cluster: KUBERNETES_SERVICE_HOST is not set "
 					    "(not running in a pod?)");
 	char url[512];
@@ -265,19 +260,19 @@ int k8s__load_incluster(k8s_conn *conn, char **ns_out, sbx_error *err)
 	int n = snprintf(url, sizeof(url), "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "",
 			 port && *port ? port : "443");
 	if (n < 0 || (size_t)n >= sizeof(url))
-		return k8s__host->set_error(err, SBX_E_CONFIG, "k8s: in_cluster: host too long");
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: in_cluster: host too long");
 	const char *sa = getenv("SBX_K8S_SERVICEACCOUNT_DIR");
 	if (!sa || !*sa)
 		sa = SA_DIR;
 	char path[1024];
-	conn->server = strdup(url);
+	conn->server = sbxs_strdup(url);
 	snprintf(path, sizeof(path), "%s/token", sa);
-	conn->token_file = strdup(path);
+	conn->token_file = sbxs_strdup(path);
 	if (!conn->server || !conn->token_file)
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	snprintf(path, sizeof(path), "%s/ca.crt", sa);
 	if (read_file(path, &conn->ca_pem, &conn->ca_len) != SBX_OK)
-		return k8s__host->set_error(err, SBX_E_CONFIG, "k8s: in_cluster: cannot read %s",
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: in_cluster: cannot read %s",
 					    path);
 	snprintf(path, sizeof(path), "%s/namespace", sa);
 	char *ns = NULL;

@@ -11,7 +11,8 @@ fail() {
 }
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in include/sbx/plugin.h include/sbx/host.h bin/sbx share/sbx/plugin.map; do
+for f in include/sbx/plugin.h include/sbx/host.h include/sbx/support/http.h lib/libsbx-support.a \
+	lib/pkgconfig/sbx-support.pc bin/sbx share/sbx/plugin.map; do
 	[ -e "$prefix/$f" ] || fail "install did not put $f in the prefix"
 done
 
@@ -26,15 +27,18 @@ PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$work/custom-src" \
 	PKG_CONFIG="pkg-config --define-variable=prefix=$prefix" >/dev/null
 [ -f "$work/custom-src/sbx-custom.so" ] || fail "pkg-config build made no sbx-custom.so"
 
-# Only sbx_plugin_register may be exported.
+# Only sbx_plugin_register may be exported (the support library's symbols stay hidden), and
+# a plugin never links against the host's library.
 for so in "$work/cmake-build/sbx-custom.so" "$work/custom-src/sbx-custom.so"; do
 	exported=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}')
 	[ "$exported" = "sbx_plugin_register" ] || fail "$so exports: $exported"
+	nm "$so" | grep -q ' t sbxs_host_set$' || fail "$so does not hold the support library"
+	! readelf -d "$so" | grep -q 'NEEDED.*libsbx\.so' || fail "$so links libsbx"
 done
 
 # The relocated install finds its own registry beside its library, not the configured prefix's.
 listing=$(env -u SBX_REGISTRY "$prefix/bin/sbx" plugins)
-printf '%s\n' "$listing" | grep -q '^custom  *loaded  *1\.0 ' || fail "installed sbx plugins: $listing"
+printf '%s\n' "$listing" | grep -q '^custom  *loaded  *1\.1 ' || fail "installed sbx plugins: $listing"
 
 cat >"$work/config.yaml" <<CFG
 data_source:

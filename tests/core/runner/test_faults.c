@@ -14,8 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gc.h"
-#include "internal.h"
+#include "host_internal.h"
 
 static const char *config_text = "data_source:\n"
 				 "  sandbox:\n"
