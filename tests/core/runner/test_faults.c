@@ -591,12 +591,26 @@ Test(process, the_services_table_works_in_the_runner)
 	sbx_host *h = host_with("FAULTS_REGISTRY", "data_source:\n"
 						   "  sandbox:\n"
 						   "    type: rogue\n"
-						   "    greeting: hi there\n");
+						   "    greeting: hi there\n"
+						   "    count: 31\n");
 	char id[SBX_ID_MAX], want[700];
 	create(h, NULL, id);
 	expect_output(h, id, "greeting", "hi there\n");
+	/* Typed values are converted in the runner as in the host. */
+	expect_output(h, id, "count", "31\n");
 	snprintf(want, sizeof(want), "%s/plugins\n", state_dir);
 	expect_output(h, id, "state-dir", want);
+	expect_output(h, id, "state-dir-for", want);
+	/* sandbox_info travels too: the pid in it is the runner's, not this process's. */
+	char *json = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_sandbox_info(h, id, &json, &err), SBX_OK, "%s", err.message);
+	char head[SBX_ID_MAX + 40];
+	snprintf(head, sizeof(head), "{\"id\":\"%s\",\"pid\":", strchr(id, ':') + 1);
+	cr_assert_eq(strncmp(json, head, strlen(head)), 0, "%s", json);
+	cr_assert_neq(atol(json + strlen(head)), (long)getpid(), "%s", json);
+	cr_assert_gt(atol(json + strlen(head)), 1, "%s", json);
+	sbx_free(json);
 	/* A fresh runner gets the same config. */
 	expect_crash(h, id, "segv", ") was killed by signal 11 (SIGSEGV)");
 	expect_output(h, id, "greeting", "hi there\n");
