@@ -2,7 +2,9 @@
  * session, SBX_EXEC_TOKEN=<token> in the environment of everything it starts), started
  * through run.c's exec endpoints. On a timeout, or when the host refuses more output, a
  * second exec runs the wrapper's killer, which ends every process carrying the token.
- * What the command leaves running lives on after it returns, as on `local`.
+ * What the command leaves running lives on after it returns, as on `local`: the wrapper's
+ * end markers say when the command's output is complete and its exit status, and the call
+ * hangs up there (the wrapper's relays keep a leftover's pipe drained).
  *
  * stdin bytes are not sent over a hijacked connection (libcurl cannot half-close one): they go
  * into /tmp/.sbx-stdin-<token> through the archive endpoint, and the wrapper feeds the command
@@ -162,12 +164,18 @@ int docker_execute(void *state, const char *id, const sbx_exec_request *req, sbx
 		SBX_OK)
 		goto out;
 	kill_target kt = {.e = &st->engine, .id = id, .token = token};
-	docker_stream s = {.sink = req->output,
-			   .sink_ctx = req->output_ctx,
+	sbxs_rexec_tap tap;
+	sbxs_rexec_tap_init(&tap, token, req->output, req->output_ctx);
+	docker_stream s = {.sink = sbxs_rexec_tap_output,
+			   .sink_ctx = &tap,
 			   .deadline_ms = req->timeout_ms ? start + (int64_t)req->timeout_ms : 0,
 			   .expire = on_expire,
-			   .expire_ctx = &kt};
+			   .expire_ctx = &kt,
+			   .stop = &tap.done};
 	rc = docker_exec_stream(&st->engine, exec_id, &s, err);
+	int held_rc = tap.done || s.sink_rc ? SBX_OK : sbxs_rexec_tap_flush(&tap);
+	if (held_rc != SBX_OK && rc == SBX_OK)
+		rc = s.sink_rc = held_rc;
 	if (s.expired) {
 		rc = kt.rc;
 		if (rc != SBX_OK)
@@ -184,11 +192,16 @@ int docker_execute(void *state, const char *id, const sbx_exec_request *req, sbx
 	}
 	if (rc != SBX_OK)
 		goto out;
+	stdin_put = 0; /* the wrapper removed it */
+	if (tap.done) {
+		sbxs_rexec_outcome(tap.status, out);
+		goto out;
+	}
+	/* No markers: the wrapper stopped before the command ran (cwd, stdin) or was killed. */
 	docker_exec_state es = {0};
 	if ((rc = docker_exec_wait(&st->engine, exec_id, &es, err)) != SBX_OK)
 		goto out;
-	out->exit_code = es.exit_code;
-	stdin_put = 0; /* the wrapper removed it */
+	sbxs_rexec_outcome(es.exit_code, out);
 out:
 	if (stdin_put && rc != SBX_OK) {
 		char path[SBXS_REXEC_PATH_SIZE];

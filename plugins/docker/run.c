@@ -115,6 +115,10 @@ static size_t on_data(char *data, size_t size, size_t n, void *ctx)
 		r->s->sink_rc = rc;
 		return 0; /* ends the transfer */
 	}
+	if (r->s->stop && *r->s->stop) {
+		r->s->stopped = 1;
+		return 0;
+	}
 	return len;
 }
 
@@ -180,6 +184,7 @@ int docker_exec_stream(docker_engine *e, const char *exec_id, docker_stream *s, 
 	reader r = {.s = s};
 	s->expired = 0;
 	s->sink_rc = 0;
+	s->stopped = 0;
 	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
 	int rc = docker_url(e, path, url, sizeof(url), err);
 	if (rc != SBX_OK)
@@ -205,7 +210,7 @@ int docker_exec_stream(docker_engine *e, const char *exec_id, docker_stream *s, 
 	curl_multi_add_handle(m, easy);
 	rc = pump(e, exec_id, m, &r, &result, err);
 	curl_multi_remove_handle(m, easy);
-	if (rc != SBX_OK || s->expired)
+	if (rc != SBX_OK || s->expired || s->stopped)
 		goto out;
 	if (s->sink_rc) {
 		rc = s->sink_rc;

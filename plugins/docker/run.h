@@ -37,15 +37,17 @@ typedef struct docker_stream {
 	int64_t deadline_ms;     /* sbxs_now_ms() clock, 0: none */
 	docker_expire_fn expire; /* NULL: a deadline just ends the stream */
 	void *expire_ctx;
+	const int *stop; /* NULL, or set by the sink when the output is complete */
 	/* Results. */
 	int expired; /* the deadline passed */
 	int sink_rc; /* the sink's refusal, 0 if none */
+	int stopped; /* *stop ended the stream (the connection is hung up) */
 } docker_stream;
 
 /* Starts exec_id and streams its output into s->sink. Returns when the engine closes the
- * stream, when the deadline passes (s->expired), or when the exec has ended while something
- * it left behind still holds the stream open (2 s without output). A sink's refusal is
- * returned as the status. */
+ * stream, when *s->stop is set after a chunk (s->stopped), when the deadline passes
+ * (s->expired), or when the exec has ended while something it left behind still holds the
+ * stream open (2 s without output). A sink's refusal is returned as the status. */
 int docker_exec_stream(docker_engine *e, const char *exec_id, docker_stream *s, sbx_error *err);
 
 /* Output of docker_run: the start of each stream (NUL-terminated) and the exit code. */

@@ -16,6 +16,7 @@ typedef struct e2b_process {
 	/* Output: where decoded stdout and stderr go (NULL: dropped). */
 	sbx_output_fn output;
 	void *output_ctx;
+	const int *stop; /* NULL, or set by the output once it is complete: the caller hangs up */
 	/* Events seen. */
 	uint32_t pid;
 	int started, ended, end_stream;

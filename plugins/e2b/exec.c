@@ -1,8 +1,8 @@
 /* The execute op: every command runs under sbx-support's remote-exec wrapper, started by
- * envd's process service (process.c). Envd ends a command's stream only when every holder
- * of its output has exited, so the wrapper sweeps what the command left when it ends (a
- * background child cannot hold the call), and it dies of the command's signal, which envd
- * reports. stdin bytes go to the wrapper's file through /files first. */
+ * envd's process service (process.c). What the command leaves running lives on: the
+ * wrapper's end markers say when its output is complete and its exit status, and the call
+ * hangs up there (envd keeps the wrapper, which waits for the leftovers holding its relays,
+ * as a process of its own). stdin bytes go to the wrapper's file through /files first. */
 #include <string.h>
 
 #include <sbx/support/host.h>
@@ -22,7 +22,6 @@ int e2b_execute(void *state, const char *id, const sbx_exec_request *req, sbx_ex
 	if (sbxs_rexec_token(token) != SBX_OK)
 		return sbxs_host->set_error(err, SBX_E_IO, "e2b: exec: no randomness for a token");
 	sbxs_rexec x = {.token = token,
-			.flags = SBXS_REXEC_SWEEP | SBXS_REXEC_RERAISE,
 			.stdin_how = req->has_stdin ? SBXS_REXEC_STDIN_FILE : SBXS_REXEC_STDIN_NONE,
 			.shell = req->shell,
 			.argv = req->argv};
@@ -37,12 +36,26 @@ int e2b_execute(void *state, const char *id, const sbx_exec_request *req, sbx_ex
 		if (rc != SBX_OK)
 			goto out;
 	}
+	sbxs_rexec_tap tap;
+	sbxs_rexec_tap_init(&tap, token, req->output, req->output_ctx);
 	e2b_run run = {.argv = argv,
 		       .user = req->user,
 		       .req = req,
+		       .output = sbxs_rexec_tap_output,
+		       .output_ctx = &tap,
+		       .stop = &tap.done,
 		       .timeout_ms = req->timeout_ms,
 		       .token = token};
 	rc = e2b_process_run(st, id, &run, out, err);
+	if (rc == SBX_OK && tap.done && !out->timed_out)
+		sbxs_rexec_outcome(tap.status, out);
+	else if (!tap.done && !tap.sink_rc) {
+		/* No markers: the wrapper stopped before the command ran, or was killed. */
+		int held = sbxs_rexec_tap_flush(&tap);
+		if (held != SBX_OK && rc == SBX_OK)
+			rc = sbxs_host->set_error(err, held,
+						  "e2b: exec: the host refused more output");
+	}
 out:
 	sbxs_host->free(argv);
 	return rc;

@@ -15,7 +15,12 @@
 
 static size_t on_data(char *data, size_t size, size_t n, void *ctx)
 {
-	return e2b_process_feed(ctx, data, size * n) ? size * n : 0;
+	e2b_process *p = ctx;
+	if (!e2b_process_feed(p, data, size * n))
+		return 0;
+	if (p->stop && *p->stop)
+		return 0; /* hangs up: what comes later is a leftover's */
+	return size * n;
 }
 
 /* One server-stream call (Start or Connect) into p. Returns the curl result; *oom when the
@@ -158,8 +163,9 @@ static int map_rpc_error(const char *code)
 static CURLcode reattach(const e2b_target *t, e2b_process *p, uint64_t deadline, CURLcode cc,
 			 int *oom)
 {
-	for (int attempt = 0; attempt < 3 && cc != CURLE_OK && cc != CURLE_OPERATION_TIMEDOUT &&
-			      !*oom && !p->oom && !p->sink_rc && !p->bad && p->started && !p->ended;
+	for (int attempt = 0;
+	     attempt < 3 && cc != CURLE_OK && cc != CURLE_OPERATION_TIMEDOUT && !*oom && !p->oom &&
+	     !p->sink_rc && !p->bad && p->started && !p->ended && !(p->stop && *p->stop);
 	     attempt++) {
 		char body[64];
 		long left = 0;
@@ -183,8 +189,7 @@ int e2b_process_run(e2b_state *st, const char *id, const e2b_run *run, sbx_exec_
 		    sbx_error *err)
 {
 	e2b_target t;
-	e2b_process p = {.output = run->req ? run->req->output : NULL,
-			 .output_ctx = run->req ? run->req->output_ctx : NULL};
+	e2b_process p = {.output = run->output, .output_ctx = run->output_ctx, .stop = run->stop};
 	int oom = 0;
 	int rc = e2b_target_get(st, id, &t, err);
 	if (rc != SBX_OK)
@@ -199,6 +204,8 @@ int e2b_process_run(e2b_state *st, const char *id, const e2b_run *run, sbx_exec_
 	    stream_call(&t, "process.Process/Start", body, run->user, (long)run->timeout_ms,
 			run->timeout_ms ? (long)run->timeout_ms + 10000 : 0, &p, &oom);
 	cc = reattach(&t, &p, deadline, cc, &oom);
+	if (run->stop && *run->stop)
+		goto out;
 	if (oom || p.oom) {
 		rc = sbxs_nomem(err, E2B_ALIAS, "exec");
 		goto kill;

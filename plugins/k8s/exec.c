@@ -1,8 +1,9 @@
 /* The execute op: every command runs under sbx-support's remote-exec wrapper over pods/exec
  * (podexec.c). The exec API has no environment or working directory, so the wrapper exports
  * the one and enters the other; stdin arrives as N bytes on the exec's own stdin (v4 cannot
- * close it). The stream stays open while anything holds the command's output, so the wrapper
- * sweeps what the command left when it ends. On a timeout or a refusal of more output, a
+ * close it). What the command leaves running lives on: the wrapper's end markers say when
+ * its output is complete and its exit status, and the call closes the connection there
+ * (closing it kills nothing in the container). On a timeout or a refusal of more output, a
  * second exec runs the wrapper's killer. */
 #include <string.h>
 
@@ -52,7 +53,6 @@ int k8s_execute(void *state, const char *id, const sbx_exec_request *req, sbx_ex
 	if (sbxs_rexec_token(token) != SBX_OK)
 		return sbxs_host->set_error(err, SBX_E_IO, "k8s: exec: no randomness for a token");
 	sbxs_rexec x = {.token = token,
-			.flags = SBXS_REXEC_SWEEP,
 			.stdin_how = req->has_stdin ? SBXS_REXEC_STDIN_PIPE : SBXS_REXEC_STDIN_NONE,
 			.stdin_len = req->stdin_len,
 			.cwd = req->cwd,
@@ -65,17 +65,26 @@ int k8s_execute(void *state, const char *id, const sbx_exec_request *req, sbx_ex
 	const char *kill_argv[SBXS_REXEC_KILL_ARGC];
 	sbxs_rexec_kill_argv(token, kill_argv);
 	exec_tap tap = {.fn = req->output, .ctx = req->output_ctx};
+	sbxs_rexec_tap marks;
+	sbxs_rexec_tap_init(&marks, token, on_tap, &tap);
 	k8s_podexec io = {.argv = argv,
 			  .kill_argv = kill_argv,
 			  .has_stdin = req->has_stdin != 0,
 			  .stdin_data = req->stdin_data,
 			  .stdin_len = req->stdin_len,
 			  .timeout_ms = req->timeout_ms,
-			  .output = on_tap,
-			  .output_ctx = &tap};
+			  .output = sbxs_rexec_tap_output,
+			  .output_ctx = &marks,
+			  .stop = &marks.done};
 	rc = k8s_podexec_run(st, id, &io, err);
+	if (rc == SBX_OK && !marks.done && (rc = sbxs_rexec_tap_flush(&marks)) != SBX_OK)
+		rc = sbxs_host->set_error(err, rc, "k8s: exec: output refused by the host");
 	if (rc != SBX_OK)
 		goto out;
+	if (marks.done && !io.timed_out) {
+		sbxs_rexec_outcome(marks.status, out);
+		goto out;
+	}
 	if (req->cwd && *req->cwd && io.exit_code == 126 && !io.timed_out &&
 	    strstr(tap.tail, "sbx-exec: no such directory: ")) {
 		rc = sbxs_host->set_error(err, SBX_E_NO_FILE, "k8s: exec: cwd '%s' does not exist",
@@ -86,11 +95,9 @@ int k8s_execute(void *state, const char *id, const sbx_exec_request *req, sbx_ex
 		out->timed_out = 1;
 		out->exit_code = -1;
 		out->signal = 9;
-	} else if (io.exit_code > 128 && io.exit_code <= 128 + 64) {
-		out->exit_code = -1;
-		out->signal = io.exit_code - 128;
 	} else {
-		out->exit_code = io.exit_code;
+		/* No markers: the wrapper stopped before the command ran, or was killed. */
+		sbxs_rexec_outcome(io.exit_code, out);
 	}
 out:
 	sbxs_host->free(argv);

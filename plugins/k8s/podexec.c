@@ -188,6 +188,10 @@ static int pump(k8s_state *st, const char *pod, k8s_podexec *io, k8s_ws *ws, sbx
 			int rc = channel(st, pod, io, msg, len, status, err);
 			if (rc != SBX_OK)
 				return rc;
+			if (io->stop && *io->stop && !status->len) {
+				io->stopped = 1;
+				return SBX_OK;
+			}
 		}
 	}
 }
@@ -210,7 +214,7 @@ int k8s_podexec_run(k8s_state *st, const char *pod, k8s_podexec *io, sbx_error *
 		rc = parse_status(status.data, status.len, &io->exit_code, err);
 		if (rc == SBX_OK)
 			io->completed = 1;
-	} else if (!io->timed_out) {
+	} else if (!io->timed_out && !io->stopped) {
 		rc = sbxs_host->set_error(err, SBX_E_UNREACHABLE, "%s",
 					  perr.message[0]
 					      ? perr.message

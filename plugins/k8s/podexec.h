@@ -20,15 +20,18 @@ typedef struct k8s_podexec {
 	uint64_t timeout_ms; /* 0: none */
 	sbx_output_fn output;
 	void *output_ctx;
+	const int *stop; /* NULL, or set by output once the command's output is complete */
 	/* Results. */
 	int exit_code;
 	int completed; /* a status arrived */
+	int stopped;   /* *stop ended the stream before a status (the connection is closed) */
 	int timed_out;
 	int protocol; /* 4 or 5 */
 } k8s_podexec;
 
-/* Runs argv in the pod's sandbox container. SBX_OK when the command ran (exit_code set) or
- * timed out; an error when the exec could not start or the stream broke. */
+/* Runs argv in the pod's sandbox container. SBX_OK when the command ran (exit_code set),
+ * timed out, or was stopped (the caller knows the outcome); an error when the exec could not
+ * start or the stream broke. */
 int k8s_podexec_run(k8s_state *st, const char *pod, k8s_podexec *io, sbx_error *err);
 
 #endif
