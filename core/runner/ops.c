@@ -226,8 +226,20 @@ static void op_fini(const sbx__rjob *j, sbx__rbuf *r)
 	reply_status(j, rc, &err);
 }
 
+/* A host that closed the connection without fini (it crashed, or exited early) leaves its
+ * states here: finish them as fini would, so the plugin lets go of what it holds before its
+ * code is unloaded. Only called once no call is under way. */
 void sbx__rn_unload(void)
 {
+	for (size_t i = 0; i < n_states; i++) {
+		if (!states[i].used)
+			continue;
+		const sbx_plugin_desc *d = sbx__module_desc(mod, states[i].idx);
+		if (d)
+			d->fini(states[i].state);
+		sbx__config_obj_free(states[i].cfg);
+		states[i].used = 0;
+	}
 	sbx__module_unload(mod);
 	mod = NULL;
 	sbx__free(states);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -724,4 +725,62 @@ Test(process, the_runner_ends_with_its_host)
 	/* Reaped by the time sbx_host_free returns. */
 	cr_assert_eq(kill((pid_t)pid, 0), -1);
 	cr_assert_eq(errno, ESRCH);
+}
+
+/* A host that drops the connection without fini (it crashed, or exited early) still gets its
+ * plugin states finished: the runner runs fini on each before it unloads the plugin and ends,
+ * and has nothing left to leak. The child below builds a host, makes the runner init a state,
+ * then closes every descriptor it has (the connection, and its stderr, which the runner
+ * shares) and waits to be killed: the runner sees the connection end while its host lives. */
+Test(process, states_a_vanished_host_left_are_finished)
+{
+	int rep[2], errp[2];
+	cr_assert_eq(pipe(rep), 0);
+	cr_assert_eq(pipe(errp), 0);
+	pid_t c = fork();
+	cr_assert_geq(c, 0);
+	if (c == 0) {
+		close(rep[0]);
+		close(errp[0]);
+		dup2(errp[1], 2);
+		sbx_host *h = new_host();
+		char cid[SBX_ID_MAX];
+		create(h, NULL, cid);
+		sbx_exec_result *r = NULL;
+		sbx_error err = {0};
+		if (run(h, cid, "state-dir-for", &r, &err) != SBX_OK)
+			_exit(3);
+		size_t n = strlen(r->stdout_text);
+		if (write(rep[1], r->stdout_text, n) != (ssize_t)n)
+			_exit(4);
+		for (int fd = 2; fd < 1024; fd++)
+			close(fd);
+		for (;;)
+			pause();
+	}
+	close(rep[1]);
+	close(errp[1]);
+	char dir[4200] = "";
+	size_t got = 0;
+	ssize_t k;
+	while ((k = read(rep[0], dir + got, sizeof(dir) - 1 - got)) > 0)
+		got += (size_t)k;
+	dir[got] = '\0';
+	close(rep[0]);
+	cr_assert(got > 1 && dir[got - 1] == '\n', "the child reported no state dir: '%s'", dir);
+	dir[got - 1] = '\0';
+	/* The runner holds the other end of errp until it ends. */
+	static char text[65536];
+	got = 0;
+	while ((k = read(errp[0], text + got, sizeof(text) - 1 - got)) > 0)
+		got += (size_t)k;
+	text[got] = '\0';
+	close(errp[0]);
+	kill(c, SIGKILL);
+	waitpid(c, NULL, 0);
+	cr_assert_null(strstr(text, "LeakSanitizer: detected memory leaks"), "%s", text);
+	char mark[4300];
+	snprintf(mark, sizeof(mark), "%s/finished", dir);
+	struct stat sb;
+	cr_assert_eq(stat(mark, &sb), 0, "fini left no %s: %s", mark, strerror(errno));
 }
