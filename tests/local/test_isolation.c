@@ -87,7 +87,7 @@ static int level_why(const char *dir, char *why, size_t size)
 /* Skips (after cleaning up) when the machine cannot run the level, with the plugin's reason. */
 static void skip_unless_supported(void)
 {
-	char why[400];
+	char why[sizeof(((sbx_error *)0)->message) + 64];
 	cr_assert_eq(level_why(state_dir, why, sizeof(why)), 0, "%s", why);
 	if (why[0])
 		cr_skip_test("the isolated level is not supported here: %s", why);
@@ -1038,7 +1038,7 @@ Test(isolation, unsupported_level_says_why)
 
 /* The runner asks for the level before any case and, when every case has passed or skipped
  * on a machine without it, exits 77 with the reason: CTest reports a skip, never a pass. */
-static char runner_why[400];
+static char runner_why[sizeof(((sbx_error *)0)->message) + 64];
 
 ReportHook(PRE_ALL)(struct criterion_test_set *tests)
 {

@@ -291,10 +291,11 @@ static void expect_refused(const char *file, const char *what, const char *why, 
 			   unsigned uid)
 {
 	char want[1400];
-	snprintf(want, sizeof(want),
-		 "%s: refusing to load: %s %s (mode %04o, owner uid %u); a plugin and the folders "
-		 "above it must be writable only by root or the user running sbx",
-		 file, what, why, mode, uid);
+	int n = snprintf(want, sizeof(want),
+			 "%s: refusing to load: %s %s (mode %04o, owner uid %u); a plugin and the "
+			 "folders above it must be writable only by root or the user running sbx",
+			 file, what, why, mode, uid);
+	cr_assert(n > 0 && (size_t)n < sizeof(want), "the expected message does not fit");
 	expect_fail(file, "ok", SBX_E_ABI, want);
 }
 
