@@ -44,18 +44,18 @@ int cli_exit_for(int status)
 int cli_fail(const char *cmd, int status, const sbx_error *err)
 {
 	const char *msg = err && err->message[0] ? err->message : sbx_status_message(status);
-	fprintf(stderr, "sbx: %s: %s\n", cmd, msg);
+	fprintf(stderr, "sbx: %s: %s\n", cmd, cli_msg(msg));
 	return cli_exit_for(status);
 }
 
 int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
 {
+	char msg[2048];
 	va_list ap;
-	fprintf(stderr, "sbx: %s: ", cmd);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\n%s", usage);
+	fprintf(stderr, "sbx: %s: %s\n%s", cmd, cli_msg(msg), usage);
 	return CLI_USAGE;
 }
 
