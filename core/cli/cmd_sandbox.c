@@ -139,9 +139,12 @@ int cmd_config(const cli_globals *g, int argc, char **argv)
 
 static const char create_usage[] =
     "usage: sbx create [--data-source NAME] [--image IMAGE] [--label K=V]... [--env K=V]...\n"
-    "                  [--ttl SECONDS] [--owner-pid PID] [--json]\n"
+    "                  [--ttl SECONDS] [--owner-pid PID] [--wait SECONDS] [--json]\n"
     "Creates a sandbox and prints its id. The sandbox outlives this command: only its TTL\n"
-    "(or the death of --owner-pid) lets 'sbx gc' reap it.\n";
+    "(or the death of --owner-pid) lets 'sbx gc' reap it.\n"
+    "--wait: how long to wait for a place under the data source's caps (max_concurrency,\n"
+    "max_starting, create_rate, held across every process of the state dir); without it a\n"
+    "full cap fails at once.\n";
 
 static int parse_kv(char *s, sbx_kv *kv)
 {
@@ -165,6 +168,7 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 	    {"env", required_argument, NULL, 'e'},
 	    {"ttl", required_argument, NULL, 't'},
 	    {"owner-pid", required_argument, NULL, 'p'},
+	    {"wait", required_argument, NULL, 'w'},
 	    {"json", no_argument, NULL, 'j'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -214,6 +218,12 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 			o.owner_pid = pid;
 			break;
 		}
+		case 'w':
+			o.wait_seconds = cli_parse_seconds(optarg);
+			if (o.wait_seconds < 0)
+				return cli_usage_error(create_usage, "create",
+						       "--wait wants seconds, got '%s'", optarg);
+			break;
 		case 'j':
 			json = 1;
 			break;
