@@ -4,6 +4,7 @@
  * output_max_bytes are counted as dropped while head and tail stay exact. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -656,4 +657,30 @@ Test(spool, job_result_has_the_job_and_empty_text)
 	cr_assert_str_eq(r->stderr_text, "");
 	cr_assert_null(r->output_dir);
 	sbx_exec_result_free(r);
+}
+
+/* The folders under a call directory: missing levels are made from the nearest existing one
+ * down, an existing path is no error, and a file in the way is named by its errno. */
+Test(spool, mkdirs_makes_missing_levels_and_names_a_file_in_the_way)
+{
+	const char *base = getenv("SPOOL_TMP");
+	char root[300], deep[400], file[400], under[500];
+	snprintf(root, sizeof(root), "%s/mkdirs-%d", base ? base : "/tmp", (int)getpid());
+	sbx__remove_tree(root);
+	snprintf(deep, sizeof(deep), "%s/a/b/c/", root);
+	cr_assert_eq(sbx__mkdirs(deep), 0);
+	struct stat sb;
+	snprintf(deep, sizeof(deep), "%s/a/b/c", root);
+	cr_assert_eq(stat(deep, &sb), 0);
+	cr_assert(S_ISDIR(sb.st_mode));
+	cr_assert_eq(sb.st_mode & 0777, 0700);
+	cr_assert_eq(sbx__mkdirs(deep), 0, "an existing folder is no error");
+	snprintf(file, sizeof(file), "%s/a/file", root);
+	FILE *f = fopen(file, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	snprintf(under, sizeof(under), "%s/x/y", file);
+	cr_assert_eq(sbx__mkdirs(under), ENOTDIR);
+	cr_assert_eq(sbx__mkdirs(file), 0, "EEXIST of a file is left to the caller's open");
+	sbx__remove_tree(root);
 }
