@@ -49,6 +49,10 @@ void cli_print_json(json_t *v);
 /* The result of an exec as a JSON object with NexAU's field names. */
 json_t *cli_exec_result_json(const sbx_exec_result *r);
 
+/* A job as a JSON object: id, sandbox_id, state, exit_code, signal, pid, started,
+ * duration, stdout_bytes, stderr_bytes, command. */
+json_t *cli_job_json(const sbx_job_info *j);
+
 /* Parses seconds ("2.5"); -1 when malformed or negative. */
 double cli_parse_seconds(const char *s);
 
@@ -83,5 +87,6 @@ int cmd_ls(const cli_globals *g, int argc, char **argv);
 int cmd_gc(const cli_globals *g, int argc, char **argv);
 int cmd_rollout(const cli_globals *g, int argc, char **argv);
 int cmd_session(const cli_globals *g, int argc, char **argv); /* start, pause, end, show, ls */
+int cmd_job(const cli_globals *g, int argc, char **argv);     /* ls, status, logs, wait, kill */
 
 #endif

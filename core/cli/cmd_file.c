@@ -138,7 +138,9 @@ int cmd_file(const cli_globals *g, int argc, char **argv)
 static const char ls_usage[] =
     "usage: sbx ls [--json] [--all] [--alias A] [--data-source D] [--run R] [--state S]\n"
     "Lists sandboxes recorded in the ledger ($SBX_STATE_DIR/ledger.db). Without --all,\n"
-    "sandboxes that are gone or whose create failed are left out.\n";
+    "sandboxes that are gone or whose create failed are left out. --json gives each its\n"
+    "background jobs as the ledger last saw them (\"jobs\"; 'sbx job ls ID' asks the\n"
+    "sandbox).\n";
 
 typedef struct ls_filter {
 	const char *alias, *data_source, *run, *state;
@@ -179,6 +181,12 @@ static int ls_row(void *ctx, const sbx_sandbox_record *r)
 	return 0;
 }
 
+static int ls_job(void *ctx, const sbx_job_info *info)
+{
+	json_array_append_new(ctx, cli_job_json(info));
+	return 0;
+}
+
 int cmd_ls(const cli_globals *g, int argc, char **argv)
 {
 	ls_filter f = {0};
@@ -211,6 +219,14 @@ int cmd_ls(const cli_globals *g, int argc, char **argv)
 		printf("%-40s %-9s %-12s %-16s %s\n", "ID", "STATE", "DATA SOURCE", "OWNER", "RUN");
 	sbx_error err = {0};
 	int st = sbx_ledger_list(h, ls_row, &f, &err);
+	/* Jobs after the listing: the ledger is not read again inside its own walk. */
+	for (size_t i = 0; st == SBX_OK && f.json && i < json_array_size(f.rows); i++) {
+		json_t *row = json_array_get(f.rows, i), *jobs = json_array();
+		const char *sid = json_string_value(json_object_get(row, "id"));
+		if (sid && *sid)
+			st = sbx_job_list(h, sid, SBX_JOB_LIST_CACHED, ls_job, jobs, &err);
+		json_object_set_new(row, "jobs", jobs);
+	}
 	if (st != SBX_OK)
 		rc = cli_fail("ls", st, &err);
 	else if (f.json)

@@ -259,9 +259,11 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 
 static const char exec_usage[] =
     "usage: sbx exec [--json] [--timeout SECONDS] [--cwd DIR] [--env K=V]... [--user U]\n"
-    "                [--stdin-file FILE | -i] [--full] ID -- ARGV...\n"
+    "                [--stdin-file FILE | -i] [--full] [--detach] ID -- ARGV...\n"
     "       sbx exec [OPTIONS] ID -c 'SHELL COMMAND'\n"
     "Runs a command (argv, or a shell string through bash -c / sh -c) in sandbox ID.\n"
+    "  --detach  start it as a background job and print the job's id at once (with --json:\n"
+    "            {\"job_id\": ...}); see 'sbx job --help'. The timeout does not apply.\n"
     "  --timeout SECONDS  fractions allowed, 0 for none; default: the data source's timeout\n"
     "  --cwd DIR, --env K=V, --user U   where, with what, and as whom it runs\n"
     "  --stdin-file FILE, -i            stdin from FILE or from this stdin (else /dev/null)\n"
@@ -316,10 +318,15 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	if (wants_help(argc, argv, exec_usage))
 		return CLI_OK;
 	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},       {"timeout", required_argument, NULL, 't'},
-	    {"cwd", required_argument, NULL, 'w'},  {"env", required_argument, NULL, 'e'},
-	    {"user", required_argument, NULL, 'u'}, {"stdin-file", required_argument, NULL, 'f'},
-	    {"full", no_argument, NULL, 'F'},       {NULL, 0, NULL, 0},
+	    {"json", no_argument, NULL, 'j'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"cwd", required_argument, NULL, 'w'},
+	    {"env", required_argument, NULL, 'e'},
+	    {"user", required_argument, NULL, 'u'},
+	    {"stdin-file", required_argument, NULL, 'f'},
+	    {"full", no_argument, NULL, 'F'},
+	    {"detach", no_argument, NULL, 'D'},
+	    {NULL, 0, NULL, 0},
 	};
 	sbx_exec_opts o = {0};
 	SBX_INIT_HEADER(o);
@@ -336,6 +343,9 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 			break;
 		case 'F':
 			full = 1;
+			break;
+		case 'D':
+			o.background = 1;
 			break;
 		case 't':
 			o.timeout = cli_parse_seconds(optarg);
@@ -419,6 +429,15 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	int st = sbx_exec(h, id, &o, &r, &err);
 	if (st != SBX_OK) {
 		rc = cli_fail("exec", st, &err);
+	} else if (o.background) {
+		if (json) {
+			json_t *j = json_pack("{s:s}", "job_id", r->job_id ? r->job_id : "");
+			cli_print_json(j);
+			json_decref(j);
+		} else {
+			printf("%s\n", r->job_id ? r->job_id : "");
+		}
+		sbx_exec_result_free(r);
 	} else {
 		if (json) {
 			json_t *j = cli_exec_result_json(r);

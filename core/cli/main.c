@@ -14,7 +14,9 @@ static const char usage_text[] =
     "  plugins       list sandbox types: alias, path, ABI, state, why one is faulty\n"
     "  config check  validate a config file and show its data sources\n"
     "  create        create a sandbox and print its id\n"
-    "  exec          run a command in a sandbox (exit status is the command's)\n"
+    "  exec          run a command in a sandbox (exit status is the command's); --detach\n"
+    "                starts it as a background job and prints the job's id\n"
+    "  job           ls, status, logs, wait, kill background jobs\n"
     "  rm            delete sandboxes\n"
     "  pause, resume, status   sandbox lifecycle\n"
     "  file          read, write, ls, stat, mkdir, rm files in a sandbox\n"
@@ -264,6 +266,7 @@ int main(int argc, char **argv)
 	    {"gc", cmd_gc},
 	    {"rollout", cmd_rollout},
 	    {"session", cmd_session},
+	    {"job", cmd_job},
 	};
 	for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++)
 		if (strcmp(cmd, table[t].name) == 0)
