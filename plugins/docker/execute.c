@@ -1,30 +1,37 @@
-/* Commands in a container: POST /containers/{id}/exec, then /exec/{id}/start, whose answer is
- * the multiplexed stdout/stderr stream (8-byte frame headers) that lasts until the command is
- * done and the engine closes the connection; the exit code comes from /exec/{id}/json.
+/* Commands in a container: POST /containers/{id}/exec, then /exec/{id}/start, upgraded to a
+ * raw stream: stdin goes out on it and the multiplexed stdout/stderr (8-byte frame headers)
+ * comes back until the command is done and the engine closes the connection; the exit code
+ * comes from /exec/{id}/json.
  *
  * Every user command runs under a fixed /bin/sh wrapper that gets the command as "$@" (never
- * spliced into a string), redirects stdin, and makes the command lead its own process group.
- * The exec carries SBX_EXEC_TOKEN=<random> in its environment, inherited by everything it
- * starts. On a timeout a second exec kills, inside the container, the process group of every
- * process carrying that marker and the processes themselves, until none is left.
+ * spliced into a string), points stdin at /dev/null when none was given, and makes the
+ * command lead its own process group. The exec carries SBX_EXEC_TOKEN=<random> in its
+ * environment, inherited by everything it starts. On a timeout a second exec kills, inside
+ * the container, the process group of every process carrying that marker and the processes
+ * themselves, until none is left.
  *
- * stdin bytes are not sent over a hijacked connection (libcurl cannot half-close one): they go
- * into /tmp/.sbx-stdin-<token> through the archive endpoint, and the wrapper redirects from
- * that file and removes it before the command starts. */
+ * stdin is written on the exec's own connection and ended with a half-close, as the docker
+ * CLI does. It used to be put in a file through the archive endpoint, which Docker Engine
+ * refuses for a container with a read-only root ("container rootfs is marked read-only")
+ * even when the file's folder is a tmpfs. */
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "docker.h"
 
 #define host sbx__dk_host
 
-/* $1 stdin file or "", $2 "s" for a shell string (then $3 is it) or "a" for argv. */
+/* $1 "i" when stdin comes on the stream, else ""; $2 "s" for a shell string (then $3 is it) or
+ * "a" for argv. */
 static const char wrapper[] =
     "i=$1; m=$2; shift 2\n"
-    "if [ -n \"$i\" ]; then exec <\"$i\" || exit 126; rm -f -- \"$i\"; else exec </dev/null; fi\n"
+    "[ -n \"$i\" ] || exec </dev/null\n"
     "if [ \"$m\" = s ]; then\n"
     "  if command -v bash >/dev/null 2>&1; then set -- bash -c \"$1\"; else set -- /bin/sh -c "
     "\"$1\"; fi\n"
@@ -78,24 +85,13 @@ typedef struct demux {
 	void *ctx;
 	int sink_rc;
 	uint64_t bytes; /* received so far, headers included */
-	CURL *easy;
-	int checked;        /* the status line has been looked at */
-	dk_resp error_body; /* the answer when it is not a stream (an error) */
 } demux;
 
-static size_t demux_write(char *data, size_t size, size_t n, void *vctx)
+/* Feeds len bytes of the stream; returns 0, or the sink's refusal. */
+static int demux_feed(demux *d, const char *data, size_t len)
 {
-	demux *d = vctx;
-	size_t len = size * n, off = 0;
+	size_t off = 0;
 	d->bytes += len;
-	if (!d->checked) {
-		long status = 0;
-		curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &status);
-		d->checked = status == 200 || status == 101 ? 1 : 2;
-	}
-	if (d->checked == 2) /* an error answer, JSON: keep its start for the message */
-		return d->error_body.len > 4096 ? len
-						: sbx__dk_collect(data, size, n, &d->error_body);
 	while (off < len) {
 		if (d->remaining == 0) {
 			size_t take = 8 - d->hdr_len;
@@ -117,15 +113,13 @@ static size_t demux_write(char *data, size_t size, size_t n, void *vctx)
 		size_t take = d->remaining < len - off ? d->remaining : len - off;
 		if (d->stream && d->sink) {
 			int rc = d->sink(d->ctx, d->stream, data + off, take);
-			if (rc != 0) {
-				d->sink_rc = rc;
-				return 0; /* aborts the transfer */
-			}
+			if (rc != 0)
+				return d->sink_rc = rc;
 		}
 		d->remaining -= take;
 		off += take;
 	}
-	return len;
+	return 0;
 }
 
 static int exec_create(dk_state *st, const char *id, json_t *body, char *exec_id, size_t cap,
@@ -197,57 +191,71 @@ typedef struct kill_target {
 	sbx_error err;
 } kill_target;
 
-/* Streams the output of exec_id into d. Returns when the engine closes the stream, when
- * `deadline` (monotonic ms, 0 = none) passes (*expired = 1), or when the exec is seen to have
- * ended while something it left behind still holds the stream open. */
-static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t deadline,
-		       kill_target *kt, int *expired, sbx_error *err)
+/* stdin still to go out on the stream; the write side is shut once it all went. */
+typedef struct feed {
+	const char *data;
+	size_t left;
+	int open;
+} feed;
+
+/* Sends what the socket takes now. An engine that closed its side (the command ended without
+ * reading everything) ends the feed: the rest is dropped, as a pipe would drop it. */
+static void feed_send(int fd, feed *f)
 {
-	char path[160];
-	CURL *e = NULL;
-	CURLM *m = NULL;
-	struct curl_slist *hdrs = NULL;
+	while (f->left > 0) {
+		ssize_t n = send(fd, f->data, f->left < 65536 ? f->left : 65536, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			f->open = 0;
+			return;
+		}
+		f->data += n;
+		f->left -= (size_t)n;
+	}
+	shutdown(fd, SHUT_WR); /* the command reads end of file */
+	f->open = 0;
+}
+
+/* Starts exec_id and streams its output into d while sending `in` (when `has_in`) as its
+ * stdin. Returns when the engine closes the stream, when `deadline` (monotonic ms, 0 = none)
+ * passes (*expired = 1), or when the exec is seen to have ended while something it left
+ * behind still holds the stream open. */
+static int exec_stream(dk_state *st, const char *exec_id, const void *in, size_t in_len, int has_in,
+		       demux *d, int64_t deadline, kill_target *kt, int *expired, sbx_error *err)
+{
 	static const char body[] = "{\"Detach\":false,\"Tty\":false}";
+	char path[160], buf[65536];
+	dk_conn c = {.fd = -1};
+	dk_resp resp = {0};
+	feed f = {.data = in, .left = in_len, .open = has_in};
 	int rc;
 	*expired = 0;
 	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
-	if ((rc = sbx__dk_easy(st, "POST", path, &e, err)) != SBX_OK)
-		return rc;
-	hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-	m = curl_multi_init();
-	if (!hdrs || !m) {
-		rc = host->set_error(err, SBX_E_NOMEM, "docker: exec: out of memory");
+	if ((rc = sbx__dk_upgrade(st, path, body, &c, &resp, err)) != SBX_OK)
+		goto out;
+	if (resp.status != 101 && resp.status != 200) {
+		rc = sbx__dk_http_error(&resp, "exec", exec_id, err);
 		goto out;
 	}
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)(sizeof(body) - 1));
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, demux_write);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
-	d->easy = e;
-	/* The stream has no length and ends with the connection: never reuse it. */
-	curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
-	curl_multi_add_handle(m, e);
-
-	int running = 1;
-	int64_t start = now_ms(), next_check = start + 500, ended_at = 0;
-	uint64_t seen_bytes = 0;
-	CURLcode result = CURLE_OK;
-	while (running) {
-		CURLMcode mc = curl_multi_perform(m, &running);
-		if (mc != CURLM_OK) {
-			rc = host->set_error(err, SBX_E_BACKEND, "docker: exec: %s",
-					     curl_multi_strerror(mc));
-			goto out;
-		}
-		if (!running)
-			break;
+	if (demux_feed(d, c.early, c.early_len) != 0) {
+		rc = d->sink_rc;
+		goto out;
+	}
+	int64_t next_check = now_ms() + 500, ended_at = 0;
+	uint64_t seen_bytes = d->bytes;
+	for (;;) {
+		if (f.open)
+			feed_send(c.fd, &f);
 		int64_t now = now_ms();
 		if (deadline && now >= deadline) {
 			if (*expired || !kt)
 				goto out; /* the drain after the kill is over too */
 			/* Kill first and keep reading, so output written before the kill arrives. */
 			*expired = 1;
+			f.open = 0;
 			kt->rc = kill_tree(st, kt->container, kt->token, &kt->err);
 			deadline =
 			    now_ms() + 250; /* a short drain: the stream may outlive the kill */
@@ -270,34 +278,29 @@ static int exec_stream(dk_state *st, const char *exec_id, demux *d, int64_t dead
 		int64_t wait = (ended_at ? ended_at + 2000 : next_check) - now;
 		if (deadline && deadline - now < wait)
 			wait = deadline - now;
-		curl_multi_poll(m, NULL, 0, (int)(wait > 0 ? wait : 1), NULL);
-	}
-	int left;
-	CURLMsg *msg;
-	while ((msg = curl_multi_info_read(m, &left)))
-		if (msg->msg == CURLMSG_DONE)
-			result = msg->data.result;
-	if (d->sink_rc) {
-		rc = d->sink_rc;
-		goto out;
-	}
-	if (result != CURLE_OK) {
-		rc = sbx__dk_curl_error(st, "exec", result, err);
-		goto out;
-	}
-	long status = 0;
-	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-	if (status != 200 && status != 101) {
-		d->error_body.status = status;
-		rc = sbx__dk_http_error(&d->error_body, "exec", exec_id, err);
+		struct pollfd p = {.fd = c.fd, .events = POLLIN | (f.open ? POLLOUT : 0)};
+		if (poll(&p, 1, (int)(wait > 0 ? wait : 1)) <= 0 ||
+		    !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+			continue;
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			break; /* the engine closed the stream: the command is done */
+		if (n < 0) {
+			rc = host->set_error(err, SBX_E_UNREACHABLE,
+					     "docker: exec: engine at %s: stream: %s",
+					     st->host_desc, strerror(errno));
+			goto out;
+		}
+		if (demux_feed(d, buf, (size_t)n) != 0) {
+			rc = d->sink_rc;
+			goto out;
+		}
 	}
 out:
-	sbx__dk_resp_free(&d->error_body);
-	if (m && e)
-		curl_multi_remove_handle(m, e);
-	curl_easy_cleanup(e);
-	curl_multi_cleanup(m);
-	curl_slist_free_all(hdrs);
+	sbx__dk_conn_close(&c);
+	sbx__dk_resp_free(&resp);
 	return rc;
 }
 
@@ -362,7 +365,7 @@ int sbx__dk_run(dk_state *st, const char *id, const char *const *argv, dk_captur
 	if (rc != SBX_OK)
 		return rc;
 	demux d = {.sink = capture_sink, .ctx = cap};
-	rc = exec_stream(st, exec_id, &d, 0, NULL, &expired, err);
+	rc = exec_stream(st, exec_id, NULL, 0, 0, &d, 0, NULL, &expired, err);
 	if (rc == SBX_OK)
 		rc = exec_wait(st, exec_id, &es, err);
 	cap->exit_code = es.exit_code;
@@ -405,10 +408,9 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 		    sbx_error *err)
 {
 	dk_state *st = state;
-	char token[33], marker[64], stdin_name[64] = "", stdin_path[80] = "", exec_id[128];
+	char token[33], marker[64], exec_id[128];
 	char cwd[4096];
 	json_t *cmd = NULL, *env = NULL, *body = NULL;
-	dk_resp resp = {0};
 	int expired = 0, rc;
 	int64_t start = now_ms();
 	if ((rc = sbx__dk_id_check(id, "exec", err)) != SBX_OK)
@@ -421,21 +423,7 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 		return host->set_error(err, SBX_E_INVAL, "docker: exec: no token");
 	snprintf(marker, sizeof(marker), "SBX_EXEC_TOKEN=%s", token);
 
-	if (req->has_stdin) {
-		snprintf(stdin_name, sizeof(stdin_name), ".sbx-stdin-%s", token);
-		snprintf(stdin_path, sizeof(stdin_path), "/tmp/%s", stdin_name);
-		rc = sbx__dk_put_file(st, id, "/tmp", stdin_name, req->stdin_data, req->stdin_len,
-				      0600, &resp, err);
-		if (rc != SBX_OK)
-			goto out;
-		if (resp.status != 200) {
-			rc = sbx__dk_http_error(&resp, "exec: stdin", id, err);
-			goto out;
-		}
-		sbx__dk_resp_free(&resp);
-	}
-
-	cmd = json_pack("[sssss]", "/bin/sh", "-c", wrapper, "sbx-exec", stdin_path);
+	cmd = json_pack("[sssss]", "/bin/sh", "-c", wrapper, "sbx-exec", req->has_stdin ? "i" : "");
 	if (!cmd)
 		goto nomem;
 	if (req->shell) {
@@ -464,8 +452,8 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 		if (json_array_append_new(env, json_string(kv)))
 			goto nomem;
 	}
-	body = json_pack("{s:b,s:b,s:b,s:b,s:O,s:O}", "AttachStdin", 0, "AttachStdout", 1,
-			 "AttachStderr", 1, "Tty", 0, "Cmd", cmd, "Env", env);
+	body = json_pack("{s:b,s:b,s:b,s:b,s:O,s:O}", "AttachStdin", req->has_stdin ? 1 : 0,
+			 "AttachStdout", 1, "AttachStderr", 1, "Tty", 0, "Cmd", cmd, "Env", env);
 	if (!body)
 		goto nomem;
 	if (req->cwd) {
@@ -482,7 +470,8 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	demux d = {.sink = req->output, .ctx = req->output_ctx};
 	int64_t deadline = req->timeout_ms ? start + (int64_t)req->timeout_ms : 0;
 	kill_target kt = {.container = id, .token = token};
-	rc = exec_stream(st, exec_id, &d, deadline, &kt, &expired, err);
+	rc = exec_stream(st, exec_id, req->stdin_data, req->stdin_len, req->has_stdin, &d, deadline,
+			 &kt, &expired, err);
 	if (expired) {
 		rc = kt.rc;
 		if (rc != SBX_OK)
@@ -503,17 +492,10 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	if ((rc = exec_wait(st, exec_id, &es, err)) != SBX_OK)
 		goto out;
 	out->exit_code = es.exit_code;
-	stdin_path[0] = '\0'; /* the wrapper removed it */
 out:
-	if (stdin_path[0] && rc != SBX_OK) {
-		const char *argv[] = {"rm", "-f", "--", stdin_path, NULL};
-		dk_capture cap;
-		sbx__dk_run(st, id, argv, &cap, NULL);
-	}
 	json_decref(body);
 	json_decref(cmd);
 	json_decref(env);
-	sbx__dk_resp_free(&resp);
 	return rc;
 nomem:
 	rc = host->set_error(err, SBX_E_NOMEM, "docker: exec: out of memory");

@@ -1,10 +1,16 @@
 /* The Engine API transport: libcurl over a unix socket or tcp, with one CURLSH per plugin
  * state so connections are kept alive and reused across calls and threads, and the API
- * version negotiated once from /version. */
+ * version negotiated once from /version. An exec's stream is the exception: it runs on a
+ * connection of its own that libcurl only opens (CURLOPT_CONNECT_ONLY), since sending stdin
+ * ends with a half-close (shutdown(SHUT_WR)) that libcurl has no call for. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "docker.h"
@@ -421,4 +427,175 @@ out:
 	if (e)
 		curl_easy_cleanup(e);
 	return rc;
+}
+
+/* Waits until fd is ready for `events` or timeout_ms passes; 1 ready, 0 timed out, -1 error. */
+static int wait_fd(int fd, short events, int64_t timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = events};
+	int n;
+	do
+		n = poll(&p, 1, timeout_ms > INT_MAX ? INT_MAX : (int)timeout_ms);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+static int conn_send_all(dk_state *st, dk_conn *c, const char *data, size_t len, sbx_error *err)
+{
+	while (len > 0) {
+		ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			if (wait_fd(c->fd, POLLOUT, st->request_timeout_ms) == 0)
+				return sbx__dk_host->set_error(
+				    err, SBX_E_TIMEOUT,
+				    "docker: exec: engine at %s took no request", st->host_desc);
+			continue;
+		}
+		if (n <= 0)
+			return sbx__dk_host->set_error(err, SBX_E_UNREACHABLE,
+						       "docker: exec: engine at %s: send: %s",
+						       st->host_desc, strerror(errno));
+		data += n;
+		len -= (size_t)n;
+	}
+	return SBX_OK;
+}
+
+/* The value of header `name` (with colon) in a head of len bytes, as a number, or -1. */
+static long long head_number(const char *head, size_t len, const char *name)
+{
+	size_t nl = strlen(name);
+	for (const char *p = head; p && p < head + len;) {
+		const char *eol = memchr(p, '\n', (size_t)(head + len - p));
+		if ((size_t)(head + len - p) > nl && strncasecmp(p, name, nl) == 0) {
+			char *end;
+			long long v = strtoll(p + nl, &end, 10);
+			return end != p + nl && v >= 0 ? v : -1;
+		}
+		p = eol ? eol + 1 : NULL;
+	}
+	return -1;
+}
+
+/* Reads an error answer's body after its head: Content-Length bytes, else to the end of a
+ * chunked body or of the connection, at most 4 KiB. */
+static int conn_error_body(dk_state *st, dk_conn *c, const char *head, size_t head_len,
+			   dk_resp *resp, sbx_error *err)
+{
+	long long want = head_number(head, head_len, "content-length:");
+	char buf[4096];
+	if (sbx__dk_collect(c->early, 1, c->early_len, resp) != c->early_len)
+		return sbx__dk_host->set_error(err, SBX_E_NOMEM, "docker: out of memory");
+	c->early_len = 0;
+	while (resp->len < 4096 && (want < 0 || (long long)resp->len < want) &&
+	       !(want < 0 && resp->len >= 5 &&
+		 memcmp(resp->body + resp->len - 5, "0\r\n\r\n", 5) == 0)) {
+		ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			if (wait_fd(c->fd, POLLIN, st->request_timeout_ms) == 0)
+				break;
+			continue;
+		}
+		if (n <= 0)
+			break;
+		if (sbx__dk_collect(buf, 1, (size_t)n, resp) != (size_t)n)
+			return sbx__dk_host->set_error(err, SBX_E_NOMEM, "docker: out of memory");
+	}
+	return SBX_OK;
+}
+
+/* Reads the answer's head; bytes of the stream that came with it go to c->early. */
+static int conn_head(dk_state *st, dk_conn *c, dk_resp *resp, sbx_error *err)
+{
+	char head[8192];
+	size_t len = 0;
+	const char *end = NULL;
+	while (!end) {
+		if (len == sizeof(head))
+			return sbx__dk_host->set_error(
+			    err, SBX_E_BACKEND,
+			    "docker: exec: engine at %s sent a head over "
+			    "8 KiB",
+			    st->host_desc);
+		ssize_t n = recv(c->fd, head + len, sizeof(head) - len, 0);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			if (wait_fd(c->fd, POLLIN, st->request_timeout_ms) == 0)
+				return sbx__dk_host->set_error(
+				    err, SBX_E_TIMEOUT,
+				    "docker: exec: engine at %s did not answer in %ld ms",
+				    st->host_desc, st->request_timeout_ms);
+			continue;
+		}
+		if (n <= 0)
+			return sbx__dk_host->set_error(
+			    err, SBX_E_UNREACHABLE,
+			    "docker: exec: engine at %s closed the connection before answering",
+			    st->host_desc);
+		len += (size_t)n;
+		for (size_t i = 3; i < len && !end; i++)
+			if (memcmp(head + i - 3, "\r\n\r\n", 4) == 0)
+				end = head + i + 1;
+	}
+	int major, minor;
+	if (sscanf(head, "HTTP/%d.%d %ld", &major, &minor, &resp->status) != 3)
+		return sbx__dk_host->set_error(err, SBX_E_BACKEND,
+					       "docker: exec: engine at %s answered no HTTP",
+					       st->host_desc);
+	c->early_len = len - (size_t)(end - head);
+	memcpy(c->early, end, c->early_len);
+	if (resp->status == 101 || resp->status == 200)
+		return SBX_OK;
+	return conn_error_body(st, c, head, (size_t)(end - head), resp, err);
+}
+
+int sbx__dk_upgrade(dk_state *st, const char *path, const char *body, dk_conn *c, dk_resp *resp,
+		    sbx_error *err)
+{
+	char req[1536];
+	curl_socket_t fd = CURL_SOCKET_BAD;
+	memset(c, 0, sizeof(*c));
+	memset(resp, 0, sizeof(*resp));
+	c->fd = -1;
+	int n = snprintf(req, sizeof(req),
+			 "POST /v%s%s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: "
+			 "tcp\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+			 st->api_version, path, st->base_url + strlen("http://"), strlen(body));
+	if (n < 0 || (size_t)n >= sizeof(req))
+		return sbx__dk_host->set_error(err, SBX_E_INVAL,
+					       "docker: request path is too long");
+	c->easy = curl_easy_init();
+	if (!c->easy)
+		return sbx__dk_host->set_error(err, SBX_E_NOMEM, "docker: out of memory");
+	curl_easy_setopt(c->easy, CURLOPT_URL, st->base_url);
+	curl_easy_setopt(c->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	curl_easy_setopt(c->easy, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(c->easy, CURLOPT_CONNECT_ONLY, 1L);
+	if (st->socket_path[0])
+		curl_easy_setopt(c->easy, CURLOPT_UNIX_SOCKET_PATH, st->socket_path);
+	CURLcode cc = curl_easy_perform(c->easy);
+	if (cc == CURLE_OK)
+		cc = curl_easy_getinfo(c->easy, CURLINFO_ACTIVESOCKET, &fd);
+	if (cc != CURLE_OK || fd == CURL_SOCKET_BAD) {
+		sbx__dk_conn_close(c);
+		return sbx__dk_curl_error(st, "exec", cc != CURLE_OK ? cc : CURLE_COULDNT_CONNECT,
+					  err);
+	}
+	c->fd = (int)fd;
+	int rc = conn_send_all(st, c, req, (size_t)n, err);
+	if (rc == SBX_OK)
+		rc = conn_send_all(st, c, body, strlen(body), err);
+	if (rc == SBX_OK)
+		rc = conn_head(st, c, resp, err);
+	if (rc != SBX_OK || (resp->status != 101 && resp->status != 200))
+		sbx__dk_conn_close(c);
+	return rc;
+}
+
+void sbx__dk_conn_close(dk_conn *c)
+{
+	if (c->easy)
+		curl_easy_cleanup(c->easy); /* closes the socket */
+	c->easy = NULL;
+	c->fd = -1;
 }
