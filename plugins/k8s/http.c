@@ -109,6 +109,52 @@ static char *read_token_file(const char *path)
 	return n ? strdup(buf) : NULL;
 }
 
+static void wipe(char *s)
+{
+	if (s) {
+		memset(s, 0, strlen(s));
+		free(s);
+	}
+}
+
+static int add_bearer(char *tok, struct curl_slist **headers, sbx_error *err)
+{
+	size_t n = strlen(tok) + 32;
+	char *h = malloc(n);
+	if (!h)
+		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+	snprintf(h, n, "Authorization: Bearer %s", tok);
+	struct curl_slist *l = curl_slist_append(*headers, h);
+	memset(h, 0, n);
+	free(h);
+	if (!l)
+		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+	*headers = l;
+	return SBX_OK;
+}
+
+/* The exec credential plugin's token or client certificate. */
+static int exec_credential(const k8s_conn *conn, CURL *c, struct curl_slist **headers,
+			   sbx_error *err)
+{
+	char *tok = NULL, *cert = NULL, *key = NULL;
+	int rc = k8s__cred_get(conn->cred, &tok, &cert, &key, err);
+	if (rc == SBX_OK && cert && key) {
+		struct curl_blob cb = {.data = cert, .len = strlen(cert), .flags = CURL_BLOB_COPY};
+		struct curl_blob kb = {.data = key, .len = strlen(key), .flags = CURL_BLOB_COPY};
+		curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cb);
+		curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+		curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &kb);
+		curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+	}
+	if (rc == SBX_OK && tok)
+		rc = add_bearer(tok, headers, err);
+	wipe(tok);
+	wipe(cert);
+	wipe(key);
+	return rc;
+}
+
 int k8s__conn_setup(const k8s_conn *conn, void *curl, struct curl_slist **headers, sbx_error *err)
 {
 	CURL *c = curl;
@@ -140,6 +186,8 @@ int k8s__conn_setup(const k8s_conn *conn, void *curl, struct curl_slist **header
 	/* Credentials only travel over TLS, as clientcmd does. */
 	if (!https)
 		return SBX_OK;
+	if (conn->cred)
+		return exec_credential(conn, c, headers, err);
 	char *tok = NULL;
 	if (conn->token_file)
 		tok = read_token_file(conn->token_file);
@@ -147,22 +195,9 @@ int k8s__conn_setup(const k8s_conn *conn, void *curl, struct curl_slist **header
 		tok = strdup(conn->token);
 	if (!tok)
 		return SBX_OK;
-	size_t n = strlen(tok) + 32;
-	char *h = malloc(n);
-	if (!h) {
-		free(tok);
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
-	}
-	snprintf(h, n, "Authorization: Bearer %s", tok);
-	struct curl_slist *l = curl_slist_append(*headers, h);
-	memset(h, 0, n);
-	memset(tok, 0, strlen(tok));
-	free(h);
-	free(tok);
-	if (!l)
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
-	*headers = l;
-	return SBX_OK;
+	int rc = add_bearer(tok, headers, err);
+	wipe(tok);
+	return rc;
 }
 
 typedef struct hdr_ctx {
@@ -216,6 +251,7 @@ int k8s__request(k8s_state *st, const char *method, const char *path, const char
 	int n = snprintf(url, sizeof(url), "%s%s", st->conn.server, path);
 	if (n < 0 || (size_t)n >= sizeof(url))
 		return k8s__host->set_error(err, SBX_E_INVAL, "k8s: request path too long");
+	int refreshed = 0;
 	for (int attempt = 0;; attempt++) {
 		k8s__bucket_take(st);
 		CURL *c = curl_easy_init();
@@ -223,6 +259,9 @@ int k8s__request(k8s_state *st, const char *method, const char *path, const char
 		if (!c)
 			return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 		rc = k8s__conn_setup(&st->conn, c, &hdrs, err);
+		/* The credential this request carries (a concurrent refresh can only make the
+		 * later expire drop a newer one: one extra run, never a stale credential). */
+		unsigned gen = st->conn.cred ? k8s__cred_generation(st->conn.cred) : 0;
 		struct curl_slist *l =
 		    rc == SBX_OK ? curl_slist_append(hdrs, "Accept: application/json") : NULL;
 		if (l)
@@ -284,6 +323,14 @@ int k8s__request(k8s_state *st, const char *method, const char *path, const char
 				k8s__host->log(SBX_LOG_INFO, "k8s",
 					       "%s %s: 429 from the apiserver, retrying after %lds",
 					       method, path, hc.retry_after);
+		}
+		if (cc == CURLE_OK && code == 401 && st->conn.cred && !refreshed) {
+			/* The exec plugin's credential was refused: run it again, once, as
+			 * client-go refreshes it after a 401. */
+			k8s__cred_expire(st->conn.cred, gen);
+			refreshed = 1;
+			attempt--;
+			continue;
 		}
 		if (!retry) {
 			*http = code;

@@ -20,7 +20,7 @@ const sbx_host_api *k8s__host;
 static const sbx_config_key k8s_keys[] = {
     {.name = "kubeconfig",
      .type = SBX_KEY_STRING,
-     .help = "kubeconfig path (default $KUBECONFIG, then ~/.kube/config)"},
+     .help = "kubeconfig file (default: the merged $KUBECONFIG list, then ~/.kube/config)"},
     {.name = "context", .type = SBX_KEY_STRING, .help = "kubeconfig context (default current)"},
     {.name = "in_cluster",
      .type = SBX_KEY_BOOL,
@@ -184,22 +184,25 @@ static int k8s_init(const sbx_config *cfg, void **state, sbx_error *err)
 	if (in_cluster) {
 		rc = k8s__load_incluster(&st->conn, &ctx_ns, err);
 	} else {
+		/* As kubectl: the key (--kubeconfig), else the merged $KUBECONFIG list, else
+		 * ~/.kube/config. */
 		char path[4096];
 		const char *env = getenv("KUBECONFIG");
 		const char *home = getenv("HOME");
-		int n;
-		if (kubeconfig)
-			n = snprintf(path, sizeof(path), "%s", kubeconfig);
-		else if (env && *env)
-			n = snprintf(path, sizeof(path), "%.*s", (int)strcspn(env, ":"), env);
-		else
-			n = snprintf(path, sizeof(path), "%s/.kube/config", home ? home : "");
-		if (n < 0 || (size_t)n >= sizeof(path)) {
+		const char *paths = path;
+		int list = 0;
+		if (kubeconfig && *kubeconfig) {
+			paths = kubeconfig;
+		} else if (env && *env) {
+			paths = env;
+			list = 1;
+		} else if (snprintf(path, sizeof(path), "%s/.kube/config", home ? home : "") >=
+			   (int)sizeof(path)) {
 			rc = k8s__host->set_error(err, SBX_E_CONFIG,
 						  "k8s: kubeconfig path too long");
 			goto out;
 		}
-		rc = k8s__load_kubeconfig(&st->conn, path, context, &ctx_ns, err);
+		rc = k8s__load_kubeconfig(&st->conn, paths, list, context, &ctx_ns, err);
 	}
 	if (rc != SBX_OK)
 		goto out;
@@ -1211,10 +1214,20 @@ out:
 static int k8s_info(void *state, char **json, sbx_error *err)
 {
 	k8s_state *st = state;
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f,s:i}", "server", st->conn.server, "namespace",
-			      st->ns, "exec", st->force_v4 ? "websocket v4" : "websocket v5, v4",
-			      "websocket", "hand-written RFC 6455 over libcurl CONNECT_ONLY", "qps",
-			      st->qps, "burst", (int)st->burst);
+	const k8s_conn *c = &st->conn;
+	json_t *j = json_pack(
+	    "{s:s,s:s,s:s,s:s,s:f,s:i,s:s?,s:s?,s:s?,s:s,s:s}", "server", c->server, "namespace",
+	    st->ns, "exec", st->force_v4 ? "websocket v4" : "websocket v5, v4", "websocket",
+	    "hand-written RFC 6455 over libcurl CONNECT_ONLY", "qps", st->qps, "burst",
+	    (int)st->burst, "context", c->context, "cluster", c->cluster, "user", c->user, "auth",
+	    c->auth ? c->auth : "none", "ca_sha256", c->ca_sha256);
+	if (j &&
+	    ((c->cred &&
+	      json_object_set_new(j, "credential_runs", json_integer(k8s__cred_runs(c->cred)))) ||
+	     (c->token_file && json_object_set_new(j, "token_file", json_string(c->token_file))))) {
+		json_decref(j);
+		j = NULL;
+	}
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!s)

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <yaml.h>
+
 #include <sbx/plugin.h>
 
 extern const sbx_host_api *k8s__host;
@@ -23,6 +25,9 @@ typedef struct k8s_buf {
 int k8s__buf_add(k8s_buf *b, const void *data, size_t len);
 void k8s__buf_free(k8s_buf *b);
 
+/* An exec credential plugin and its cached credential (credential.c). */
+typedef struct k8s_cred k8s_cred;
+
 /* Connection settings shared by REST and exec handles. */
 typedef struct k8s_conn {
 	char *server; /* https://host:port, no trailing slash */
@@ -35,6 +40,11 @@ typedef struct k8s_conn {
 	char *token;      /* bearer token (secret), NULL: none */
 	char *token_file; /* re-read on every request when set */
 	int insecure;     /* insecure-skip-tls-verify */
+	k8s_cred *cred;   /* exec credential plugin, used when none of the above is set */
+	/* What was resolved, for `info` (no secrets). */
+	char *context, *cluster, *user;
+	const char *auth;   /* token, tokenFile, client-certificate, exec or none */
+	char ca_sha256[65]; /* of the CA bytes, "" when the system store is used */
 } k8s_conn;
 
 typedef struct k8s_state {
@@ -60,12 +70,28 @@ typedef struct k8s_state {
 	int max_retries;
 } k8s_state;
 
-/* Reads the kubeconfig (or in-cluster service account) into conn; sets *ns_out to the
- * context's namespace (malloc-owned) when it names one. */
-int k8s__load_kubeconfig(k8s_conn *conn, const char *path, const char *context, char **ns_out,
-			 sbx_error *err);
+/* Reads kubeconfig into conn as kubectl does: `paths` is one file, or when is_list a
+ * $KUBECONFIG list (':'-separated, merged by client-go's rules); `context` NULL means the
+ * current-context. Sets *ns_out to the context's namespace (malloc-owned) when it names one. */
+int k8s__load_kubeconfig(k8s_conn *conn, const char *paths, int is_list, const char *context,
+			 char **ns_out, sbx_error *err);
 int k8s__load_incluster(k8s_conn *conn, char **ns_out, sbx_error *err);
 void k8s__conn_free(k8s_conn *conn);
+
+/* Exec credential plugins (credential.c). k8s__cred_parse reads a kubeconfig user's `exec`
+ * block (command relative to dir when it has a slash; cd/cl the cluster, for
+ * provideClusterInfo). k8s__cred_get returns malloc'd copies of the credential (token, or
+ * certificate and key PEM; absent ones NULL), running the command when nothing fresh is
+ * cached; thread-safe. k8s__cred_expire drops the cached credential if it is still
+ * generation `gen` (the one a request that got 401 used). */
+int k8s__cred_parse(k8s_cred **out, yaml_document_t *d, yaml_node_t *exec, const char *dir,
+		    const char *user, yaml_document_t *cd, yaml_node_t *cl, const k8s_conn *conn,
+		    sbx_error *err);
+int k8s__cred_get(k8s_cred *c, char **token, char **cert, char **key, sbx_error *err);
+unsigned k8s__cred_generation(k8s_cred *c);
+void k8s__cred_expire(k8s_cred *c, unsigned gen);
+unsigned k8s__cred_runs(k8s_cred *c); /* how often the command ran, for `info` */
+void k8s__cred_free(k8s_cred *c);
 
 /* Applies the TLS and auth settings to a curl easy handle. `headers` receives the
  * Authorization header (caller frees the list). */
