@@ -10,10 +10,25 @@ fail() {
 	exit 1
 }
 
-cmake --install "$build" --prefix "$prefix" >/dev/null
+cmake --install "$build" --prefix "$work/first" >/dev/null
 for f in include/sbx/plugin.h include/sbx/host.h bin/sbx share/sbx/plugin.map; do
-	[ -e "$prefix/$f" ] || fail "install did not put $f in the prefix"
+	[ -e "$work/first/$f" ] || fail "install did not put $f in the prefix"
 done
+# Relocatable: moved after installing (to neither the configured nor the install prefix),
+# everything still resolves relative to the package files themselves.
+mv "$work/first" "$prefix"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+pc_prefix=$(cd "$(pkg-config --variable=prefix sbx)" && pwd -P)
+[ "$pc_prefix" = "$(cd "$prefix" && pwd -P)" ] || fail "sbx.pc prefix is $pc_prefix, not $prefix"
+for v in includedir libdir plugindir pluginmap registrydir; do
+	p=$(pkg-config --variable=$v sbx)
+	[ -e "$p" ] || fail "sbx.pc $v=$p does not exist"
+done
+cflags=$(pkg-config --cflags --libs sbx)
+printf '#include <sbx/plugin.h>\nint main(void) { return SBX_ABI_MAJOR == 1 ? 0 : 1; }\n' >"$work/probe.c"
+# shellcheck disable=SC2086
+cc -o "$work/probe" "$work/probe.c" $cflags -Wl,-rpath,"$prefix/lib" || fail "cc with '$cflags' failed"
+"$work/probe" || fail "probe built against the moved prefix did not run"
 
 # 1. Through the CMake package, from a copy of the plugin's folder (nothing of the tree).
 cp -r "$src/plugins/custom" "$work/custom-src"
@@ -21,9 +36,8 @@ cmake -S "$work/custom-src" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix"
 cmake --build "$work/cmake-build" >/dev/null
 [ -f "$work/cmake-build/sbx-custom.so" ] || fail "CMake package build made no sbx-custom.so"
 
-# 2. Through pkg-config (the .pc file is relocated by redefining its prefix).
-PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$work/custom-src" \
-	PKG_CONFIG="pkg-config --define-variable=prefix=$prefix" >/dev/null
+# 2. Through plain pkg-config (no --define-prefix: the .pc file is relocatable).
+make -s -C "$work/custom-src" >/dev/null
 [ -f "$work/custom-src/sbx-custom.so" ] || fail "pkg-config build made no sbx-custom.so"
 
 # Only sbx_plugin_register may be exported.
