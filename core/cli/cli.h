@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "help.h"
 #include "sbx/host.h"
 
 /* Exit codes, following docker/podman: the command's own for exec, these otherwise. */

@@ -7,25 +7,6 @@
 
 #include "cli.h"
 
-static const char usage_text[] =
-    "usage: sbx [--registry FILE] [--config FILE] COMMAND [ARGS...]\n"
-    "\n"
-    "commands:\n"
-    "  plugins       list sandbox types: alias, path, ABI, state, why one is faulty\n"
-    "  config check  validate a config file and show its data sources\n"
-    "  create        create a sandbox and print its id\n"
-    "  exec          run a command in a sandbox (exit status is the command's)\n"
-    "  rm            delete sandboxes\n"
-    "  pause, resume, status   sandbox lifecycle\n"
-    "  file          read, write, ls, stat, mkdir, rm files in a sandbox\n"
-    "  ls            list sandboxes in the ledger\n"
-    "  gc            delete sandboxes whose owner died or whose TTL passed\n"
-    "  rollout       run a JSONL file of tasks, one sandbox per task\n"
-    "  session       start, pause, end, show sessions: (user, session) -> sandbox\n"
-    "\n"
-    "Run 'sbx COMMAND --help' for a command's options. Exit codes: 2 usage or bad input,\n"
-    "124 timeout, 125 sbx or backend failure; exec returns the command's own status.\n";
-
 int cli_exit_for(int status)
 {
 	switch (status) {
@@ -209,7 +190,7 @@ int main(int argc, char **argv)
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			fputs(usage_text, stdout);
+			fputs(cli_help_main, stdout);
 			return CLI_OK;
 		}
 		if (strcmp(a, "--version") == 0) {
@@ -219,12 +200,12 @@ int main(int argc, char **argv)
 		}
 		int r = take_file_option(argv, argc, &i, &g);
 		if (r < 0)
-			return cli_usage_error(usage_text, "sbx", "%s needs a FILE argument", a);
+			return cli_usage_error(cli_help_main, "sbx", "%s needs a FILE argument", a);
 		if (r == 0)
-			return cli_usage_error(usage_text, "sbx", "unknown option '%s'", a);
+			return cli_usage_error(cli_help_main, "sbx", "unknown option '%s'", a);
 	}
 	if (i >= argc)
-		return cli_usage_error(usage_text, "sbx", "no command given");
+		return cli_usage_error(cli_help_main, "sbx", "no command given");
 	const char *cmd = argv[i];
 	int sub_argc = argc - i;
 	char **sub_argv = argv + i;
@@ -240,7 +221,7 @@ int main(int argc, char **argv)
 		}
 		int took = take_file_option(sub_argv, sub_argc, &r, &g);
 		if (took < 0)
-			return cli_usage_error(usage_text, cmd, "%s needs a FILE argument", a);
+			return cli_usage_error(cli_help_main, cmd, "%s needs a FILE argument", a);
 		if (took > 0)
 			continue;
 		sub_argv[w++] = sub_argv[r];
@@ -268,5 +249,5 @@ int main(int argc, char **argv)
 	for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++)
 		if (strcmp(cmd, table[t].name) == 0)
 			return table[t].fn(&g, sub_argc, sub_argv);
-	return cli_usage_error(usage_text, "sbx", "unknown command '%s'", cmd);
+	return cli_usage_error(cli_help_main, "sbx", "unknown command '%s'", cmd);
 }

@@ -12,35 +12,6 @@
 
 #include "cli.h"
 
-static const char rollout_usage[] =
-    "usage: sbx rollout [--config FILE] [--output RESULTS.jsonl] [--concurrency N] TASKS.jsonl\n"
-    "Runs each task of TASKS (JSONL, '-' for stdin) in its own sandbox: create, write its\n"
-    "files, run its commands in order (all of them, whatever their exit codes), delete the\n"
-    "sandbox, on every path. A task line is an object with:\n"
-    "  id           string or integer, unique in the file (required)\n"
-    "  commands     list of shell strings, or objects {cmd | argv, timeout, cwd, env}\n"
-    "  data_source  name or index of a configured data source (default: the data_source block)\n"
-    "  image        image for the sandbox (also read from metadata.docker_image)\n"
-    "  files        {path: content} written before the first command\n"
-    "  timeout      seconds for each command (default: the data source's timeout)\n"
-    "The whole file is checked before anything runs (unknown keys and data sources too);\n"
-    "errors name FILE:LINE.\n"
-    "  --output FILE     results, one JSON line per task as it finishes (default stdout):\n"
-    "                    id, data_source, sandbox_id, ok, infra_error {stage, status,\n"
-    "                    message} (null unless sbx or the backend failed), commands (each\n"
-    "                    with the fields of 'sbx exec --json' and its command; the per-call\n"
-    "                    files go with the sandbox, so their paths are null), timings {queued,\n"
-    "                    create, total} in seconds\n"
-    "  --resume          with --output: keep the results already in FILE for tasks that\n"
-    "                    finished (dropping interrupted ones and torn lines), skip those\n"
-    "                    tasks, and append the results of the others\n"
-    "  --concurrency N   worker threads (default 8). Each data source's max_concurrency\n"
-    "                    still holds: a create past it waits for another task's delete.\n"
-    "Progress goes to stderr when it is a terminal, then a summary line. An interrupt\n"
-    "(SIGINT/SIGTERM) starts no new task or command and deletes the running tasks'\n"
-    "sandboxes; a second one aborts. Exit status 0 when no task met an infrastructure\n"
-    "error, 1 otherwise, 130 when interrupted, 2 for bad input.\n";
-
 typedef struct task {
 	json_t *spec;
 	json_t *result;
@@ -661,7 +632,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			fputs(rollout_usage, stdout);
+			fputs(cli_help_rollout, stdout);
 			return CLI_OK;
 		} else if (strcmp(a, "--output") == 0 && i + 1 < argc) {
 			output = argv[++i];
@@ -673,22 +644,22 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 			char *end = NULL;
 			conc = strtol(argv[++i], &end, 10);
 			if (*end || conc < 1 || conc > 4096)
-				return cli_usage_error(rollout_usage, "rollout",
+				return cli_usage_error(cli_help_rollout, "rollout",
 						       "--concurrency wants 1..4096, got '%s'",
 						       argv[i]);
 		} else if (a[0] == '-' && a[1]) {
-			return cli_usage_error(rollout_usage, "rollout", "bad option '%s'", a);
+			return cli_usage_error(cli_help_rollout, "rollout", "bad option '%s'", a);
 		} else if (!tasks_path) {
 			tasks_path = a;
 		} else {
-			return cli_usage_error(rollout_usage, "rollout", "unexpected argument '%s'",
-					       a);
+			return cli_usage_error(cli_help_rollout, "rollout",
+					       "unexpected argument '%s'", a);
 		}
 	}
 	if (!tasks_path)
-		return cli_usage_error(rollout_usage, "rollout", "missing TASKS.jsonl");
+		return cli_usage_error(cli_help_rollout, "rollout", "missing TASKS.jsonl");
 	if (resume && !output)
-		return cli_usage_error(rollout_usage, "rollout", "--resume needs --output FILE");
+		return cli_usage_error(cli_help_rollout, "rollout", "--resume needs --output FILE");
 	FILE *in = strcmp(tasks_path, "-") == 0 ? stdin : fopen(tasks_path, "r");
 	if (!in) {
 		fprintf(stderr, "sbx: rollout: cannot open %s: %s\n", tasks_path, strerror(errno));
