@@ -80,7 +80,7 @@ int sbx__dk_curl_error(dk_state *st, const char *what, CURLcode code, sbx_error 
 /* Write callback appending to a dk_resp. */
 size_t sbx__dk_collect(char *data, size_t size, size_t n, void *ctx);
 
-/* A hijacked connection: after the engine's 101 (or 200) answer the socket carries the raw
+/* A hijacked connection: after the engine's 200 (or 101) answer the socket carries the raw
  * stream both ways. */
 typedef struct dk_conn {
 	CURL *easy;       /* owns the socket */
@@ -88,11 +88,12 @@ typedef struct dk_conn {
 	char early[8192]; /* stream bytes that came in the same read as the answer's head */
 	size_t early_len;
 } dk_conn;
-/* POSTs the JSON text body to versioned PATH on a connection of its own, asking for an
- * upgrade to a raw stream (`Upgrade: tcp`, as the docker CLI does), and reads the answer's
- * head (waiting at most api_timeout). On 101 or 200, *conn is open (close it with
- * sbx__dk_conn_close); on another status resp holds it and the error body, and conn is
- * closed. Statuses only for transport failures. */
+/* POSTs the JSON text body to versioned PATH on a connection of its own (which the engine
+ * hijacks for a raw stream, as for the docker CLI) and reads the answer's head (waiting at
+ * most api_timeout). On 200 or 101, *conn is open (close it with sbx__dk_conn_close); on
+ * another status resp holds it and the error body, and conn is closed. Statuses only for
+ * transport failures. No `Upgrade: tcp` is asked for: Podman then holds the stream open for a
+ * second or more after the command ended. */
 int sbx__dk_upgrade(dk_state *st, const char *path, const char *body, dk_conn *conn, dk_resp *resp,
 		    sbx_error *err);
 void sbx__dk_conn_close(dk_conn *conn);

@@ -219,18 +219,20 @@ static void feed_send(int fd, feed *f)
 	f->open = 0;
 }
 
-/* Starts exec_id and streams its output into d while sending `in` (when `has_in`) as its
- * stdin. Returns when the engine closes the stream, when `deadline` (monotonic ms, 0 = none)
- * passes (*expired = 1), or when the exec is seen to have ended while something it left
- * behind still holds the stream open. */
-static int exec_stream(dk_state *st, const char *exec_id, const void *in, size_t in_len, int has_in,
-		       demux *d, int64_t deadline, kill_target *kt, int *expired, sbx_error *err)
+/* Starts exec_id and streams its output into d while sending the in_len bytes at `in` as its
+ * stdin and then shutting the write side (in NULL: the exec attached no stdin). Returns when the
+ * engine closes the stream, when `deadline` (monotonic ms, 0 = none) passes (*expired = 1),
+ * or when the exec is seen to have ended while something it left behind still holds the
+ * stream open. */
+static int exec_stream(dk_state *st, const char *exec_id, const void *in, size_t in_len, demux *d,
+		       int64_t deadline, kill_target *kt, int *expired, sbx_error *err)
 {
 	static const char body[] = "{\"Detach\":false,\"Tty\":false}";
 	char path[160], buf[65536];
 	dk_conn c = {.fd = -1};
 	dk_resp resp = {0};
-	feed f = {.data = in, .left = in_len, .open = has_in};
+	/* Without stdin the write side stays open, as the docker CLI leaves it. */
+	feed f = {.data = in, .left = in_len, .open = in != NULL};
 	int rc;
 	*expired = 0;
 	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
@@ -365,7 +367,7 @@ int sbx__dk_run(dk_state *st, const char *id, const char *const *argv, dk_captur
 	if (rc != SBX_OK)
 		return rc;
 	demux d = {.sink = capture_sink, .ctx = cap};
-	rc = exec_stream(st, exec_id, NULL, 0, 0, &d, 0, NULL, &expired, err);
+	rc = exec_stream(st, exec_id, NULL, 0, &d, 0, NULL, &expired, err);
 	if (rc == SBX_OK)
 		rc = exec_wait(st, exec_id, &es, err);
 	cap->exit_code = es.exit_code;
@@ -470,8 +472,9 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	demux d = {.sink = req->output, .ctx = req->output_ctx};
 	int64_t deadline = req->timeout_ms ? start + (int64_t)req->timeout_ms : 0;
 	kill_target kt = {.container = id, .token = token};
-	rc = exec_stream(st, exec_id, req->stdin_data, req->stdin_len, req->has_stdin, &d, deadline,
-			 &kt, &expired, err);
+	rc = exec_stream(st, exec_id,
+			 req->has_stdin ? (req->stdin_data ? req->stdin_data : "") : NULL,
+			 req->stdin_len, &d, deadline, &kt, &expired, err);
 	if (expired) {
 		rc = kt.rc;
 		if (rc != SBX_OK)

@@ -557,8 +557,8 @@ int sbx__dk_upgrade(dk_state *st, const char *path, const char *body, dk_conn *c
 	memset(resp, 0, sizeof(*resp));
 	c->fd = -1;
 	int n = snprintf(req, sizeof(req),
-			 "POST /v%s%s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: "
-			 "tcp\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+			 "POST /v%s%s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+			 "application/json\r\nContent-Length: %zu\r\n\r\n",
 			 st->api_version, path, st->base_url + strlen("http://"), strlen(body));
 	if (n < 0 || (size_t)n >= sizeof(req))
 		return sbx__dk_host->set_error(err, SBX_E_INVAL,
