@@ -621,10 +621,13 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	}
 	close(ip.report);
 	ip.report = -1;
+	/* Two writers, in no set order: the helper sends the init's pid after its fork, the init
+	 * sends ready once it has pivoted. On a loaded machine the init can finish first, so both
+	 * messages are awaited (or the end of the pipe, once both writers are gone). */
 	long pid = 0;
 	int ready = 0;
 	init_msg msg;
-	for (;;) {
+	while (!ready || pid <= 1) {
 		ssize_t r = read(report_r, &msg, sizeof(msg));
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -632,10 +635,9 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 			break;
 		if (msg.kind == MSG_PID)
 			pid = msg.pid;
-		else if (msg.kind == MSG_READY) {
+		else if (msg.kind == MSG_READY)
 			ready = 1;
-			break;
-		} else {
+		else {
 			rc = H->set_error(
 			    err, SBX_E_IO, "local: create: the sandbox's init failed at %s%s%s: %s",
 			    stage_name(msg.stage), msg.stage == STAGE_MOUNT ? " of " : "",
