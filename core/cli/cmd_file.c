@@ -178,7 +178,7 @@ static int ls_row(void *ctx, const sbx_sandbox_record *r)
 			      r->state, "owner_alive", (int)r->owner_alive, "error",
 			      r->error ? r->error : ""));
 	} else {
-		char owner[64], id[SBX_ID_MAX], ago[16];
+		char owner[64], id[SBX_ID_MAX], ago[32];
 		if (r->owner_pid)
 			snprintf(owner, sizeof(owner), "%lld%s", (long long)r->owner_pid,
 				 r->owner_alive ? "" : " (dead)");
