@@ -20,6 +20,14 @@ typedef struct cli_globals {
 	const char *config;   /* --config, else $SBX_CONFIG, else NULL */
 } cli_globals;
 
+/* Set when the command line asks for --json: errors are then JSON objects on stdout,
+ * {"error": {"status": "SBX_E_...", "message": "..."}}, instead of lines on stderr. */
+extern int cli_json_errors;
+
+/* Set when the command line asks for --json: errors are then JSON objects on stdout,
+ * {"error": {"status": "SBX_E_...", "message": "..."}}, instead of lines on stderr. */
+extern int cli_json_errors;
+
 /* Opens a host; on failure prints "sbx: <message>" and returns the exit code to use. */
 int cli_open_host(const cli_globals *g, sbx_host **out);
 
@@ -27,7 +35,9 @@ int cli_open_host(const cli_globals *g, sbx_host **out);
  * failures of sbx or the backend. */
 int cli_exit_for(int status);
 
-/* Prints "sbx: <cmd>: <message>" on stderr and returns cli_exit_for(status). */
+/* Prints "sbx: <cmd>: <message>" on stderr (just "sbx: <message>" when cmd is NULL or the
+ * message already starts with "<cmd>:", so no prefix repeats) and returns
+ * cli_exit_for(status). */
 int cli_fail(const char *cmd, int status, const sbx_error *err);
 
 /* Prints "sbx: <cmd>: <msg>" and the usage line on stderr, returns CLI_USAGE. */

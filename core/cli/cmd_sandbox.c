@@ -21,14 +21,46 @@ static int wants_help(int argc, char **argv, const char *usage)
 	return 0;
 }
 
+/* --check: whether the backend can be used with the config in force: "ok" (nothing to
+ * reach), "reachable", "unreachable" (the backend's info says so), "unusable" (it cannot start
+ * with this config; why says why) or "faulty". */
+static const char *plugin_check(sbx_host *h, const sbx_plugin_info *info, char *why, size_t cap)
+{
+	why[0] = '\0';
+	if (info->state == SBX_PLUGIN_FAULTY) {
+		snprintf(why, cap, "%s", info->reason ? info->reason : "");
+		return "faulty";
+	}
+	char *backend = NULL;
+	sbx_error err = {0};
+	if (sbx_backend_info(h, info->alias, &backend, &err) != SBX_OK) {
+		snprintf(why, cap, "%s", err.message);
+		sbx_free(backend);
+		return "unusable";
+	}
+	json_t *j = backend ? json_loads(backend, 0, NULL) : NULL;
+	json_t *reach = json_object_get(json_object_get(j, "backend"), "reachable");
+	const char *c =
+	    json_is_boolean(reach) ? (json_is_true(reach) ? "reachable" : "unreachable") : "ok";
+	const char *host =
+	    json_string_value(json_object_get(json_object_get(j, "backend"), "host"));
+	if (json_is_false(reach))
+		snprintf(why, cap, "engine at %s does not answer", host ? host : "?");
+	json_decref(j);
+	sbx_free(backend);
+	return c;
+}
+
 int cmd_plugins(const cli_globals *g, int argc, char **argv)
 {
 	if (wants_help(argc, argv, cli_help_plugins))
 		return CLI_OK;
-	int json = 0;
+	int json = 0, check = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0)
 			json = 1;
+		else if (strcmp(argv[i], "--check") == 0)
+			check = 1;
 		else
 			return cli_usage_error(cli_help_plugins, "plugins", "unknown argument '%s'",
 					       argv[i]);
@@ -40,7 +72,8 @@ int cmd_plugins(const cli_globals *g, int argc, char **argv)
 	json_t *arr = json_array();
 	size_t n = sbx_plugin_count(h);
 	if (!json)
-		printf("%-10s %-9s %-5s %s\n", "ALIAS", "STATE", "ABI", "PATH / REASON");
+		printf("%-10s %-9s %-5s %s%s\n", "ALIAS", "STATE", "ABI",
+		       check ? "CHECK        " : "", "PATH / REASON");
 	for (size_t i = 0; i < n; i++) {
 		sbx_plugin_info info = {0};
 		SBX_INIT_HEADER(info);
@@ -75,7 +108,20 @@ int cmd_plugins(const cli_globals *g, int argc, char **argv)
 				json_object_set_new(o, "backend", b ? b : json_null());
 			}
 			sbx_free(backend);
+			if (check) {
+				char why[512];
+				json_object_set_new(
+				    o, "check",
+				    json_string(plugin_check(h, &info, why, sizeof(why))));
+				json_object_set_new(o, "check_reason",
+						    why[0] ? json_string(why) : json_null());
+			}
 			json_array_append_new(arr, o);
+		} else if (check) {
+			char why[512];
+			const char *c = plugin_check(h, &info, why, sizeof(why));
+			printf("%-10s %-9s %-5s %-12s %s\n", info.alias, state, abi, c,
+			       why[0] ? why : info.path);
 		} else {
 			printf("%-10s %-9s %-5s %s\n", info.alias, state, abi,
 			       info.state == SBX_PLUGIN_FAULTY && info.reason ? info.reason

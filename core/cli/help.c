@@ -7,7 +7,16 @@
 #include "help.h"
 
 const char cli_help_main[] =
-    "usage: sbx [--registry FILE] [--config FILE] COMMAND [ARGS...]\n"
+    "usage: sbx [--registry FILE] [--config FILE] [-v|--verbose] [--log-level LEVEL] COMMAND\n"
+    "           [ARGS...]\n"
+    "\n"
+    "options:\n"
+    "  --config FILE       the config ($SBX_CONFIG; default: every data source on `local`)\n"
+    "  --registry FILE     the registry of plugins ($SBX_REGISTRY)\n"
+    "  -v, --verbose       log info (twice: debug) on stderr\n"
+    "  --log-level LEVEL   error, warn (the default), info or debug; same as $SBX_LOG=LEVEL\n"
+    "With --json, a command that fails prints {\"error\": {\"status\", \"message\"}} on stdout\n"
+    "instead of a line on stderr.\n"
     "\n"
     "commands:\n"
     "  plugins       list sandbox types: alias, path, ABI, state, why one is faulty\n"
@@ -26,9 +35,12 @@ const char cli_help_main[] =
     "124 timeout, 125 sbx or backend failure; exec returns the command's own status.\n";
 
 const char cli_help_plugins[] =
-    "usage: sbx plugins [--json]\n"
+    "usage: sbx plugins [--json] [--check]\n"
     "Lists every alias of the registry with its path, ABI, state and, when faulty, why.\n"
-    "Each plugin is loaded to report its state.\n";
+    "Each plugin is loaded to report its state.\n"
+    "  --check  also start each backend with the config in force and say whether it can be\n"
+    "           used: ok (nothing to reach), reachable or unreachable (its engine or\n"
+    "           service answers or not), unusable (it cannot start: why), faulty\n";
 
 const char cli_help_config[] =
     "usage: sbx config check FILE\n"

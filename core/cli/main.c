@@ -20,21 +20,45 @@ int cli_exit_for(int status)
 	return CLI_INFRA;
 }
 
+int cli_json_errors;
+
+/* One line, one prefix: "sbx: [cmd: ]message", or the JSON error object. */
+static void report(const char *cmd, const char *status, const char *msg)
+{
+	if (strncmp(msg, "sbx: ", 5) == 0)
+		msg += 5;
+	size_t cl = cmd ? strlen(cmd) : 0;
+	if (cmd && strncmp(msg, cmd, cl) == 0 && msg[cl] == ':')
+		cmd = NULL;
+	if (cli_json_errors) {
+		char full[1200];
+		snprintf(full, sizeof(full), "%s%s%s", cmd ? cmd : "", cmd ? ": " : "", msg);
+		json_t *e = json_pack("{s:{s:s,s:o}}", "error", "status", status, "message",
+				      cli_json_bytes(full, strlen(full)));
+		cli_print_json(e);
+		json_decref(e);
+		return;
+	}
+	fprintf(stderr, "sbx: %s%s%s\n", cmd ? cmd : "", cmd ? ": " : "", msg);
+}
+
 int cli_fail(const char *cmd, int status, const sbx_error *err)
 {
 	const char *msg = err && err->message[0] ? err->message : sbx_status_message(status);
-	fprintf(stderr, "sbx: %s: %s\n", cmd, msg);
+	report(cmd, sbx_status_name(status), msg);
 	return cli_exit_for(status);
 }
 
 int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
 {
+	char msg[1024];
 	va_list ap;
-	fprintf(stderr, "sbx: %s: ", cmd);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\n%s", usage);
+	report(strcmp(cmd, "sbx") == 0 ? NULL : cmd, "SBX_E_INVAL", msg);
+	if (!cli_json_errors)
+		fputs(usage, stderr);
 	return CLI_USAGE;
 }
 
@@ -47,7 +71,7 @@ int cli_open_host(const cli_globals *g, sbx_host **out)
 	sbx_error err = {0};
 	int rc = sbx_host_new(&o, out, &err);
 	if (rc != SBX_OK)
-		return cli_fail("host", rc, &err);
+		return cli_fail(NULL, rc, &err); /* its messages name their subject */
 	return CLI_OK;
 }
 
@@ -183,6 +207,32 @@ static int take_file_option(char **argv, int argc, int *i, cli_globals *g)
 	return 0;
 }
 
+/* -v/--verbose (info; twice: debug) and --log-level LEVEL set $SBX_LOG for this run. Returns
+ * 1 when argv[*i] was one of them, 0 when not, -1 for a missing or unknown level. */
+static int take_log_option(char **argv, int argc, int *i)
+{
+	const char *a = argv[*i], *level = NULL;
+	if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+		const char *cur = getenv("SBX_LOG");
+		level = cur && strcmp(cur, "info") == 0 ? "debug" : "info";
+	} else if (strcmp(a, "-vv") == 0) {
+		level = "debug";
+	} else if (strncmp(a, "--log-level=", 12) == 0) {
+		level = a + 12;
+	} else if (strcmp(a, "--log-level") == 0) {
+		if (*i + 1 >= argc)
+			return -1;
+		level = argv[++*i];
+	} else {
+		return 0;
+	}
+	static const char *const names[] = {"error", "warn", "info", "debug"};
+	for (size_t k = 0; k < 4; k++)
+		if (strcmp(level, names[k]) == 0)
+			return setenv("SBX_LOG", level, 1) == 0 ? 1 : -1;
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	cli_globals g = {.registry = NULL, .config = getenv("SBX_CONFIG")};
@@ -198,6 +248,12 @@ int main(int argc, char **argv)
 			       SBX_ABI_MINOR);
 			return CLI_OK;
 		}
+		int lv = take_log_option(argv, argc, &i);
+		if (lv < 0)
+			return cli_usage_error(cli_help_main, "sbx",
+					       "%s needs a level: error, warn, info or debug", a);
+		if (lv > 0)
+			continue;
 		int r = take_file_option(argv, argc, &i, &g);
 		if (r < 0)
 			return cli_usage_error(cli_help_main, "sbx", "%s needs a FILE argument", a);
@@ -228,6 +284,12 @@ int main(int argc, char **argv)
 	}
 	sub_argc = w;
 	sub_argv[w] = NULL;
+	for (int r = 1; r < sub_argc; r++) {
+		if (strcmp(sub_argv[r], "--") == 0 || strcmp(sub_argv[r], "-c") == 0)
+			break;
+		if (strcmp(sub_argv[r], "--json") == 0)
+			cli_json_errors = 1;
+	}
 	static const struct {
 		const char *name;
 		int (*fn)(const cli_globals *, int, char **);

@@ -708,7 +708,8 @@ static int dk_info(void *state, char **json, sbx_error *err)
 			      st->host_desc, "api_version", st->api_version, "client_api_version",
 			      DK_API_VERSION, "reachable", reach, "server_api_version",
 			      reach ? st->server_version : "", "engine", reach ? st->engine : "",
-			      "exec_stdin", "archive file (no hijacked connection)", "timeout_kill",
+			      "exec_stdin", "on the exec's own connection, ended by a half-close",
+			      "timeout_kill",
 			      "process group and SBX_EXEC_TOKEN marker, inside the container");
 	if (j && !reach)
 		json_object_set_new(j, "error", json_string(e.message));

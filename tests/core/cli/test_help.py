@@ -1,6 +1,7 @@
 """The manual pages and --help come from one source (core/cli/help.c) and agree; bash
 completion completes commands, ids from the ledger, aliases and data sources; `sbx ls` has -q,
 --filter, AGE and short ids."""
+import json
 import os
 import re
 import shutil
@@ -141,6 +142,69 @@ class Ls(unittest.TestCase):
         finally:
             for sid in ids:
                 run("rm", sid, registry=BUILD_REGISTRY, env_extra=env)
+
+
+class Habits(unittest.TestCase):
+    """One prefix per message, JSON errors with --json, -v/--log-level, plugins --check."""
+
+    def test_one_prefix_per_message(self):
+        rc, out, err = run("frobnicate")
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith("sbx: unknown command 'frobnicate'\nusage: sbx "), err)
+        missing = os.path.join(TMP, "no-such.yaml")
+        for args in (["--config", missing, "create"], ["config", "check", missing]):
+            rc, out, err = run(*args, registry=BUILD_REGISTRY)
+            self.assertEqual(err, "sbx: config: %s: cannot open: No such file or directory\n"
+                             % missing, args)
+
+    def test_json_errors_are_json_objects(self):
+        rc, out, err = run("exec", "--json", "nosuch:1", "--", "true", registry=BUILD_REGISTRY)
+        self.assertEqual((rc, err), (2, ""))
+        self.assertEqual(json.loads(out), {"error": {
+            "status": "SBX_E_UNKNOWN_ALIAS",
+            "message": "exec: unknown sandbox type 'nosuch'; known: custom, docker, e2b, k8s, "
+                       "local"}})
+        rc, out, err = run("ls", "--json", "--filter", "x=y", registry=BUILD_REGISTRY)
+        self.assertEqual((rc, err), (2, ""))
+        self.assertEqual(json.loads(out)["error"]["status"], "SBX_E_INVAL")
+        # After -- or -c, --json belongs to the command run.
+        rc, out, err = run("exec", "nosuch:1", "--", "x", "--json", registry=BUILD_REGISTRY)
+        self.assertEqual((rc, out), (2, ""))
+        self.assertTrue(err.startswith("sbx: exec: unknown sandbox type"), err)
+
+    def test_verbose_and_log_level(self):
+        # local logs its root and kill mechanism at debug when --check starts it.
+        env = {"SBX_LOG": ""}
+        args = ("plugins", "--check")
+        quiet = run(*args, registry=BUILD_REGISTRY, env_extra=env)[2]
+        self.assertNotIn("sbx: debug local: root ", quiet)
+        rc, out, err = run("--log-level", "debug", *args, registry=BUILD_REGISTRY,
+                           env_extra=env)
+        self.assertEqual(rc, 0)
+        self.assertIn("sbx: debug local: root ", err)
+        self.assertEqual(run("-v", "-v", *args, registry=BUILD_REGISTRY, env_extra=env)[2], err)
+        self.assertNotIn("sbx: debug", run("-v", *args, registry=BUILD_REGISTRY,
+                                           env_extra=env)[2])
+        rc, out, err = run("--log-level", "loud", "plugins")
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith("sbx: --log-level needs a level: error, warn, info or "
+                                       "debug\n"), err)
+
+    def test_plugins_check_tells_reachability(self):
+        env = {"DOCKER_HOST": "unix://" + os.path.join(TMP, "no-engine.sock"),
+               "E2B_API_KEY": "", "KUBECONFIG": os.path.join(TMP, "no-kubeconfig")}
+        rc, out, err = run("plugins", "--check", registry=BUILD_REGISTRY, env_extra=env)
+        self.assertEqual(rc, 0, err)
+        rows = {l.split()[0]: l.split()[3] for l in out.splitlines()[1:]}
+        self.assertEqual(rows, {"custom": "ok", "docker": "unreachable", "e2b": "unusable",
+                                "k8s": "unusable", "local": "ok"})
+        self.assertIn("engine at unix://%s does not answer" % env["DOCKER_HOST"][7:], out)
+        rc, out, err = run("plugins", "--check", "--json", registry=BUILD_REGISTRY,
+                           env_extra=env)
+        checks = {e["alias"]: (e["check"], e["check_reason"]) for e in json.loads(out)}
+        self.assertEqual(checks["docker"][0], "unreachable")
+        self.assertEqual(checks["local"], ("ok", None))
+        self.assertIn("no API key", checks["e2b"][1])
 
 
 class Examples(unittest.TestCase):
