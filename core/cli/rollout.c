@@ -236,6 +236,27 @@ static int create_queued(rollout *ro, const sbx_create_opts *co, char id[SBX_ID_
 	}
 }
 
+/* Progress after each finished task (under the lock). On a terminal one line rewritten in
+ * place: done/total, in flight, failures, rate and ETA. Elsewhere (a log file, CI) the same
+ * facts as plain lines, at every tenth of the tasks. */
+static void progress(rollout *ro)
+{
+	double elapsed = now() - ro->started;
+	double rate = elapsed > 0 ? (double)ro->done / elapsed : 0;
+	size_t step = ro->n >= 10 ? ro->n / 10 : 1;
+	if (!ro->progress && ro->done % step != 0 && ro->done != ro->n)
+		return;
+	char eta[32] = "-";
+	if (rate > 0 && ro->done < ro->n)
+		snprintf(eta, sizeof(eta), "%.0fs", (double)(ro->n - ro->done) / rate);
+	fprintf(
+	    stderr,
+	    "%srollout: %zu/%zu done, %zu in flight, %zu failed, %zu infra errors, %.1f tasks/s, "
+	    "ETA %s%s",
+	    ro->progress ? "\r\033[K" : "", ro->done, ro->n, ro->next - ro->done, ro->failed,
+	    ro->infra, rate, eta, ro->progress ? "" : "\n");
+}
+
 static void run_task(rollout *ro, task *t)
 {
 	double t0 = now();
@@ -430,9 +451,7 @@ static void run_task(rollout *ro, task *t)
 	}
 	json_decref(res);
 	t->result = NULL;
-	if (ro->progress)
-		fprintf(stderr, "\rrollout: %zu/%zu done, %zu ok, %zu failed, %zu infra errors",
-			ro->done, ro->n, ro->ok, ro->failed, ro->infra);
+	progress(ro);
 	pthread_mutex_unlock(&ro->lock);
 }
 
