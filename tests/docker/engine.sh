@@ -5,8 +5,9 @@
 #   dockerd  Docker Engine (Debian's docker.io) with its data root, exec root (and the
 #            containerd it starts) under DIR, no iptables rules and no bridge.
 #   start: starts it, waits until /_ping answers, imports IMAGE if the engine lacks it.
-#   stop:  removes the containers the tests label sbx.owner=docker-test, then stops the
-#          engine by the pid start recorded.
+#   stop:  removes the containers the tests of this build tree left (labels
+#          sbx.owner=docker-test and sbx.test-tree=$SBX_TEST_TREE), then stops the engine by
+#          the pid start recorded.
 # DIR must be short (Podman refuses long run roots; a socket path has a 108-byte limit).
 set -eu
 cmd=$1
@@ -44,7 +45,11 @@ stop() {
 
 remove_test_containers() {
 	[ -S "$sock" ] || return 0
-	ids=$(api 'http://d/containers/json?all=1&filters=%7B%22label%22%3A%5B%22sbx.owner%3Ddocker-test%22%5D%7D' 2>/dev/null |
+	# Only this build tree's (label sbx.test-tree): other trees may be testing on the same
+	# Podman storage right now.
+	[ -n "${SBX_TEST_TREE:-}" ] || return 0
+	f="%7B%22label%22%3A%5B%22sbx.owner%3Ddocker-test%22%2C%22sbx.test-tree%3D$SBX_TEST_TREE%22%5D%7D"
+	ids=$(api "http://d/containers/json?all=1&filters=$f" 2>/dev/null |
 		tr ',' '\n' | sed -n 's/^.*"Id":"\([0-9a-f]*\)".*$/\1/p') || true
 	for c in $ids; do
 		api -X DELETE -o /dev/null "http://d/containers/$c?force=1" || true

@@ -11,7 +11,7 @@ if [ $rc = 0 ] || ! printf '%s\n' "$out" | grep -q 'deliberate failure after cre
 	exit 1
 fi
 left=$(curl -sS --max-time 60 --unix-socket "$2" \
-	'http://d/containers/json?all=1&filters=%7B%22label%22%3A%5B%22sbx.run%3Dt-deliberate%22%5D%7D')
+	"http://d/containers/json?all=1&filters=%7B%22label%22%3A%5B%22sbx.run%3Dt-deliberate%22%2C%22sbx.test-tree%3D${SBX_TEST_TREE:-}%22%5D%7D")
 if [ "$left" != "[]" ]; then
 	echo "failed_case: containers left behind: $left" >&2
 	exit 1

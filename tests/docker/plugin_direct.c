@@ -242,8 +242,11 @@ static int sink_fn(void *ctx, uint32_t stream, const void *data, size_t len)
 
 static void make(const char *run_label, char *id, size_t cap)
 {
-	sbx_kv labels[] = {{"sbx.owner", "docker-test"}, {"sbx.run", run_label}};
-	sbx_create_spec spec = {.labels = labels, .n_labels = 2, .data_source = "tests"};
+	const char *tree = getenv("SBX_TEST_TREE");
+	sbx_kv labels[] = {{"sbx.owner", "docker-test"},
+			   {"sbx.run", run_label},
+			   {"sbx.test-tree", tree ? tree : ""}};
+	sbx_create_spec spec = {.labels = labels, .n_labels = 3, .data_source = "tests"};
 	SBX_INIT_HEADER(spec);
 	sbx_error err = {0};
 	cr_assert_eq(desc.create(state, &spec, id, cap, &err), SBX_OK, "create: %s", err.message);

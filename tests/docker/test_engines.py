@@ -73,7 +73,8 @@ class EngineDifferences(unittest.TestCase):
         hc.update(host_config)
         status, data, _ = call("POST", "/containers/create", {
             "Image": IMAGE, "Entrypoint": ["/bin/sh", "-c", "while :; do sleep 3600; done"],
-            "Cmd": [], "Labels": {"sbx.owner": "docker-test", "sbx.run": "t-engines"},
+            "Cmd": [], "Labels": {"sbx.owner": "docker-test", "sbx.run": "t-engines",
+                       "sbx.test-tree": os.environ.get("SBX_TEST_TREE", "")},
             "HostConfig": hc})
         self.assertEqual(status, 201, data)
         cid = json.loads(data)["Id"]

@@ -216,9 +216,12 @@ class Examples(unittest.TestCase):
                             "--untracked-files=all"], capture_output=True, timeout=60)
         return p.stdout if p.returncode == 0 else None
 
-    def shell(self, script):
+    def shell(self, script, preload=False):
         build = os.path.relpath(os.path.dirname(SBX), SOURCE_DIR)
         env = dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state-examples"))
+        if preload and os.environ.get("SBX_PY_PRELOAD"):
+            env["LD_PRELOAD"] = os.environ["SBX_PY_PRELOAD"]
+            env["ASAN_OPTIONS"] = "detect_leaks=0"
         for k in ("SBX_REGISTRY", "SBX_CONFIG", "SBX_LIBRARY"):
             env.pop(k, None)
         return subprocess.run(["bash", "-c", "set -e\n" + script.replace("build/", build + "/")],
@@ -238,7 +241,7 @@ class Examples(unittest.TestCase):
         with open(os.path.join(SOURCE_DIR, "examples", "python_rollout.py")) as f:
             cmd = [l.strip() for l in f if "python3 examples/python_rollout.py" in l][0]
         before = self.status()
-        p = self.shell(cmd)
+        p = self.shell(cmd, preload=True)
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         rows = p.stdout.decode().splitlines()
         self.assertEqual(len(rows), 8, rows)
