@@ -1594,6 +1594,35 @@ int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err)
 	return rc == SBX_OK ? SBX_OK : plugin_error(err, &perr, rc, r.alias, "status");
 }
 
+int sbx_sandbox_info(sbx_host *host, const char *id, char **json, sbx_error *err)
+{
+	if (!json)
+		return sbx__set_error(err, SBX_E_INVAL, "sandbox info: NULL output");
+	*json = NULL;
+	route r;
+	int rc = route_id(host, id, &r, err);
+	if (rc != SBX_OK)
+		return rc;
+	if (!r.slot->desc->sandbox_info) {
+		*json = sbx__strdup("{}");
+		return *json ? SBX_OK : nomem(err, "sandbox info");
+	}
+	sbx_error perr = {0};
+	char *out = NULL;
+	call_begin(&r);
+	rc = r.slot->desc->sandbox_info(r.ps->state, r.backend, &out, &perr);
+	call_end(&r);
+	if (rc != SBX_OK) {
+		sbx__free(out);
+		return plugin_error(err, &perr, rc, r.alias, "sandbox_info");
+	}
+	if (!out)
+		return sbx__set_error(err, SBX_E_BACKEND, "%s: sandbox_info: no JSON returned",
+				      r.alias);
+	*json = out;
+	return SBX_OK;
+}
+
 /* ---- backend info */
 
 /* Appends s to a JSON string literal (quotes included). */

@@ -509,10 +509,16 @@ int cmd_lifecycle(const cli_globals *g, int argc, char **argv)
 		static const char *const names[] = {"unknown", "creating", "running", "paused",
 						    "gone"};
 		const char *name = state < 5 ? names[state] : "unknown";
+		char *more = NULL;
+		if (st == SBX_OK && json)
+			st = sbx_sandbox_info(h, id, &more, &err);
 		if (st == SBX_OK && json) {
-			json_t *j = json_pack("{s:s,s:s}", "id", id, "state", name);
+			json_t *b = json_loads(more, 0, NULL);
+			json_t *j = json_pack("{s:s,s:s,s:o}", "id", id, "state", name, "backend",
+					      b ? b : json_object());
 			cli_print_json(j);
 			json_decref(j);
+			sbx_free(more);
 		} else if (st == SBX_OK) {
 			printf("%s\n", name);
 		}

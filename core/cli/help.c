@@ -76,8 +76,10 @@ const char cli_help_exec[] =
 const char cli_help_rm[] = "usage: sbx rm ID...\n"
 			   "Deletes sandboxes; one that is already gone is not an error.\n";
 
-const char cli_help_lifecycle[] = "usage: sbx pause ID | sbx resume ID | sbx status [--json] ID\n"
-				  "status prints running, paused, creating, gone or unknown.\n";
+const char cli_help_lifecycle[] =
+    "usage: sbx pause ID | sbx resume ID | sbx status [--json] ID\n"
+    "status prints running, paused, creating, gone or unknown; --json adds what the backend\n"
+    "says about the sandbox (local: its isolation and its writable layer's disk use).\n";
 
 const char cli_help_file[] =
     "usage: sbx file read ID PATH          (bytes to stdout)\n"

@@ -286,6 +286,10 @@ int sbx_pause(sbx_host *host, const char *id, sbx_error *err);
 int sbx_resume(sbx_host *host, const char *id, sbx_error *err);
 /* *state is one of SBX_STATE_*. */
 int sbx_status(sbx_host *host, const char *id, uint32_t *state, sbx_error *err);
+/* JSON object the backend gives about one sandbox (what it uses: the local backend's
+ * writable layer and its cap, for one), or "{}" when the backend has nothing to say; *json
+ * from the library's allocator, free with sbx_free. Thread-safe. */
+int sbx_sandbox_info(sbx_host *host, const char *id, char **json, sbx_error *err);
 
 /* JSON object describing alias's backend as configured for data source `data_source` (NULL:
  * default block); *json from the library's allocator, free with sbx_free. */

@@ -10,6 +10,8 @@
  *        Background jobs (host.h): sbx_exec_opts.background, sbx_exec_result.job_id,
  *        sbx_job_info and sbx_job_status/list/wait/kill/read, policy key max_jobs; jobs
  *        run through a plugin's execute under an in-sandbox supervisor, no new plugin op.
+ *        sbx_plugin_desc grows sandbox_info (optional) at its end: a JSON object about one
+ *        sandbox, shown by sbx_sandbox_info and `sbx status --json`.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns
@@ -201,6 +203,9 @@ typedef struct sbx_plugin_desc {
 	/* Optional: a JSON object describing the backend as configured (mechanisms, versions).
 	 * *json comes from host->alloc. */
 	int (*info)(void *state, char **json, sbx_error *err);
+	/* Optional (ABI 1.1): a JSON object about one sandbox (e.g. the disk its writable layer
+	 * uses). *json comes from host->alloc. */
+	int (*sandbox_info)(void *state, const char *id, char **json, sbx_error *err);
 } sbx_plugin_desc;
 
 /* Services the host offers to plugins. Only grows at its end. */

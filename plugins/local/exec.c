@@ -278,6 +278,33 @@ static void close_others(int *keep, size_t n_keep)
 	}
 }
 
+/* The isolated level's way in for the helper: this process (forked by the host) enters the
+ * sandbox's namespaces, user namespace first, and forks the helper, born in the sandbox's
+ * PID namespace so that it reaps the command's escapees there. This process stays as the
+ * helper's parent until it ends, so nothing is reparented outside the host's view. Returns
+ * in the helper. */
+static void enter_sandbox(const plan *p)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	int e = sbx__local_join_helper(p->join);
+	if (e != 0)
+		report(p, STAGE_JOIN, e);
+	pid_t helper = fork();
+	if (helper < 0)
+		report(p, STAGE_FORK, errno);
+	if (helper == 0) {
+		/* Seen from the sandbox: neither the host's command line nor (not dumpable) its
+		 * environment and memory are readable there. */
+		prctl(PR_SET_DUMPABLE, 0);
+		sbx__local_blank_cmdline("sbx-exec");
+		return;
+	}
+	syscall(SYS_close_range, 3u, ~0u, 0);
+	while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
+		;
+	_exit(0);
+}
+
 static void run_helper(const plan *p)
 {
 	int keep[] = {p->in_fd, p->out_fd, p->err_fd, p->report_fd, p->status_fd, p->control_fd};
@@ -412,14 +439,63 @@ static const char *strv_get(const strv *s, const char *key)
 	return NULL;
 }
 
+/* argv and its strings in one block from malloc. */
+static char **copy_argv(char *const *argv)
+{
+	size_t n = 0, bytes = 0;
+	while (argv[n])
+		bytes += strlen(argv[n++]) + 1;
+	char **v = malloc((n + 1) * sizeof(*v) + bytes);
+	if (!v)
+		return NULL;
+	char *at = (char *)(v + n + 1);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(argv[i]) + 1;
+		memcpy(at, argv[i], len);
+		v[i] = at;
+		at += len;
+	}
+	v[n] = NULL;
+	return v;
+}
+
 /* bash from PATH, else /bin/sh. The answer for the last PATH seen is kept: nearly every
  * exec has the same one. */
 static pthread_mutex_t shell_lock = PTHREAD_MUTEX_INITIALIZER;
 static char shell_path_key[4096], shell_found[4200];
 
-static const char *find_shell(const char *path, char *buf, size_t cap)
+/* bash in a sandbox's own tree: its upper dir first (what its commands installed), then the
+ * tree below; else /bin/sh. */
+static const char *find_shell_in(const char *dir, const local_join *j, char *buf, size_t cap)
+{
+	for (const char *d = dir;;) {
+		const char *end = strchr(d, ':');
+		int dlen = end ? (int)(end - d) : (int)strlen(d);
+		char probe[4400];
+		for (int k = 0; k < 2 && dlen > 0 && d[0] == '/'; k++) {
+			int n = k == 0 ? snprintf(probe, sizeof(probe), "%s/upper%.*s/bash", j->dir,
+						  dlen, d)
+				       : snprintf(probe, sizeof(probe), "%s%.*s/bash", j->root,
+						  dlen, d);
+			if (n > 0 && (size_t)n < sizeof(probe) &&
+			    faccessat(AT_FDCWD, probe, X_OK, 0) == 0) {
+				snprintf(buf, cap, "%.*s/bash", dlen, d);
+				return buf;
+			}
+		}
+		if (!end)
+			break;
+		d = end + 1;
+	}
+	snprintf(buf, cap, "/bin/sh");
+	return buf;
+}
+
+static const char *find_shell(const char *path, const local_join *j, char *buf, size_t cap)
 {
 	const char *dir = path ? path : "/usr/local/bin:/usr/bin:/bin";
+	if (j->active && j->root[0])
+		return find_shell_in(dir, j, buf, cap);
 	pthread_mutex_lock(&shell_lock);
 	int hit = shell_found[0] && strcmp(shell_path_key, dir) == 0;
 	if (hit)
@@ -451,15 +527,30 @@ static const char *find_shell(const char *path, char *buf, size_t cap)
 	return buf;
 }
 
+/* The environment: the host's (inherit_env) or a default, except that a sandbox with a tree
+ * of its own (rootfs: DIR, image) starts from its image's Env or the default, never from the
+ * host's; then what create saved, the request's, PWD and the tag. */
 static int build_env(const local_state *st, const char *id, const char *cwd,
-		     const sbx_exec_request *req, strv *env, sbx_error *err)
+		     const sbx_exec_request *req, const local_join *j, strv *env, sbx_error *err)
 {
 	const sbx_host_api *h = sbx__local_host;
 	char **saved = NULL;
+	size_t ilen = 0;
+	char *image_env = sbx__local_join_image_env(j, &ilen);
 	int rc = sbx__local_meta_env(st, id, &saved, err);
-	if (rc != SBX_OK)
+	if (rc != SBX_OK) {
+		free(image_env);
 		return rc;
-	if (st->inherit_env) {
+	}
+	if (image_env) {
+		for (size_t i = 0; i < ilen; i += strlen(image_env + i) + 1)
+			if (strchr(image_env + i, '=') && strv_set(env, image_env + i) != 0)
+				goto nomem;
+		if (!strv_get(env, "PATH") &&
+		    strv_set(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/"
+				  "bin") != 0)
+			goto nomem;
+	} else if (st->inherit_env && !(j->active && j->root[0])) {
 		for (char **e = environ; e && *e; e++)
 			if (strchr(*e, '=') && strv_set(env, *e) != 0)
 				goto nomem;
@@ -478,9 +569,11 @@ static int build_env(const local_state *st, const char *id, const char *cwd,
 	if (strv_set2(env, "PWD", cwd) != 0 || strv_set2(env, TAG_ENV, id) != 0)
 		goto nomem;
 	sbx__local_strv_free(saved);
+	free(image_env);
 	return SBX_OK;
 nomem:
 	sbx__local_strv_free(saved);
+	free(image_env);
 	return h->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
 }
 
@@ -525,6 +618,7 @@ typedef struct run {
 	int pidfd;
 	int out_r, err_r, in_w;
 	int status_r, control_w;
+	int helper; /* the command runs under the subreaper helper (run_helper) */
 	int exited;
 	int status;
 	const uint8_t *in_data;
@@ -549,9 +643,10 @@ static void feed_stdin(run *r)
 
 static void check_exit(const local_state *st, run *r)
 {
+	(void)st;
 	if (r->exited)
 		return;
-	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+	if (r->helper) {
 		int status;
 		ssize_t n = read(r->status_r, &status, sizeof(status));
 		if (n == (ssize_t)sizeof(status)) {
@@ -719,21 +814,33 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	rc = resolve_cwd(work, req, cwd, sizeof(cwd), err);
 	if (rc != SBX_OK)
 		return rc;
-	rc = build_env(st, id, cwd, req, &env, err);
+	rc = sbx__local_join_prepare(st, id, &join, err);
 	if (rc == SBX_OK)
-		rc = sbx__local_join_prepare(st, id, &join, err);
+		rc = build_env(st, id, cwd, req, &join, &env, err);
 	if (rc != SBX_OK)
 		goto out;
 	p.join = join.active ? &join : NULL;
+	r.helper = st->kill_mechanism == LOCAL_KILL_SUBREAPER || join.via_helper;
 	if (req->shell) {
 		argv = calloc(4, sizeof(*argv));
 		if (!argv)
 			goto nomem;
-		argv[0] = (char *)find_shell(strv_get(&env, "PATH"), shell_buf, sizeof(shell_buf));
+		argv[0] =
+		    (char *)find_shell(strv_get(&env, "PATH"), &join, shell_buf, sizeof(shell_buf));
 		argv[1] = "-c";
 		argv[2] = (char *)req->shell;
 	}
 	p.argv = argv ? argv : (char *const *)req->argv;
+	if (join.via_helper) {
+		/* The helper blanks its copy of the host's command line before it forks the
+		 * command, and the strings may live there (a CLI passes its own argv). */
+		char **copy = copy_argv(p.argv);
+		if (!copy)
+			goto nomem;
+		free(argv);
+		argv = copy;
+		p.argv = argv;
+	}
 	p.envp = env.v;
 	p.cwd = cwd;
 	p.path = strv_get(&env, "PATH");
@@ -755,7 +862,7 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	} else if ((p.in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
 		goto io;
 	}
-	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+	if (r.helper) {
 		if (pipe2(fds, O_CLOEXEC) != 0)
 			goto io;
 		report_r = fds[0], p.report_fd = fds[1];
@@ -777,10 +884,13 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	child_report rep = {0, 0};
 	ssize_t got = 0;
 	p.rep = &rep;
-	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+	if (r.helper) {
 		r.child = fork();
-		if (r.child == 0)
+		if (r.child == 0) {
+			if (p.join && p.join->via_helper)
+				enter_sandbox(&p);
 			run_helper(&p);
+		}
 	} else {
 		/* The isolated level: this thread's children are born in the sandbox's PID
 		 * namespace until it points back. */
@@ -822,7 +932,7 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 		goto finish;
 	}
 
-	if (st->kill_mechanism != LOCAL_KILL_SUBREAPER)
+	if (!r.helper)
 		r.pidfd = (int)syscall(SYS_pidfd_open, r.child, 0);
 	if (r.in_w >= 0)
 		fcntl(r.in_w, F_SETFL, O_NONBLOCK);
@@ -889,7 +999,7 @@ finish:
 	/* A command still running (timeout, the host refusing output, a failed start) loses its
 	 * whole tree; one that exited leaves its leftovers running. */
 	kill_tree = !r.exited;
-	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+	if (r.helper) {
 		if (kill_tree && r.control_w >= 0) {
 			ssize_t w = write(r.control_w, "K", 1);
 			(void)w;
@@ -905,7 +1015,7 @@ finish:
 		drain(req, &r, 500, &out_rc);
 	else if (r.out_r >= 0 || r.err_r >= 0)
 		start_sink(&r, cg);
-	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER) {
+	if (r.helper) {
 		if (!r.exited) {
 			int status;
 			fcntl(r.status_r, F_SETFL, 0);

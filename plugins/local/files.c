@@ -507,6 +507,11 @@ int sbx__local_rmtree(const char *path)
 	return r == ENOENT ? 0 : r;
 }
 
+int sbx__local_rmtree_at(int dfd, const char *name)
+{
+	return rm_rf_at(dfd, name);
+}
+
 int sbx__local_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
 			   sbx_error *err)
 {

@@ -90,6 +90,30 @@ static int v1_root(const char *ctl, const char *suffix, char *buf, size_t cap)
 	return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
+/* 1 when cg_root's v2 tree offers memory, pids and cpu. */
+static int v2_has_controllers(const local_state *st)
+{
+	char ctl[512] = "", path[700];
+	if (st->kill_mechanism != LOCAL_KILL_CGROUP_V2)
+		return 0;
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", st->cg_root);
+	return read_text(path, ctl, sizeof(ctl)) == 0 && has_word(ctl, "memory") &&
+	       has_word(ctl, "pids") && has_word(ctl, "cpu");
+}
+
+const char *sbx__local_limits_kind(const local_state *st)
+{
+	if (v2_has_controllers(st))
+		return "cgroup-v2";
+	static const char *const ctl[] = {V1_BASE "/memory/cgroup.procs",
+					  V1_BASE "/pids/cgroup.procs",
+					  V1_BASE "/cpu/cgroup.procs"};
+	for (size_t i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++)
+		if (access(ctl[i], W_OK) != 0)
+			return "none";
+	return "cgroup-v1";
+}
+
 int sbx__local_limits_detect(local_state *st)
 {
 	local_iso *iso = &st->iso;
@@ -97,16 +121,11 @@ int sbx__local_limits_detect(local_state *st)
 	iso->limits_v2 = 0;
 	if (!iso->memory && !iso->pids && !iso->cpu_quota_us)
 		return 0;
-	if (st->kill_mechanism == LOCAL_KILL_CGROUP_V2) {
-		char ctl[512] = "", path[700];
-		snprintf(path, sizeof(path), "%s/cgroup.controllers", st->cg_root);
-		if (read_text(path, ctl, sizeof(ctl)) == 0 && has_word(ctl, "memory") &&
-		    has_word(ctl, "pids") && has_word(ctl, "cpu")) {
-			/* The sandbox cgroups below cg_root get the controllers. */
-			write_text(st->cg_root, "cgroup.subtree_control", "+memory +pids +cpu");
-			iso->limits_v2 = 1;
-			return 0;
-		}
+	if (v2_has_controllers(st)) {
+		/* The sandbox cgroups below cg_root get the controllers. */
+		write_text(st->cg_root, "cgroup.subtree_control", "+memory +pids +cpu");
+		iso->limits_v2 = 1;
+		return 0;
 	}
 	const char *suffix = cg_suffix(st->cg_root[0] ? st->cg_root : "/sbx");
 	if (iso->memory && v1_root("memory", suffix, iso->mem_cg, sizeof(iso->mem_cg)) != 0)

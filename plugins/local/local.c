@@ -42,6 +42,12 @@ static const sbx_config_key local_keys[] = {
     {.name = "image",
      .type = SBX_KEY_STRING,
      .help = "isolated root filesystem from a docker/podman save or OCI archive"},
+    {.name = "image_archives",
+     .type = SBX_KEY_STRING,
+     .help = "folder of image archives an image name is looked up in"},
+    {.name = "image_cache",
+     .type = SBX_KEY_STRING,
+     .help = "folder images are unpacked into (default <root>/.images)"},
     {.name = "network", .type = SBX_KEY_STRING, .help = "none (default, loopback only) or host"},
     {.name = "memory", .type = SBX_KEY_ANY, .help = "memory limit per sandbox, e.g. 512M, 2G"},
     {.name = "pids", .type = SBX_KEY_INT, .help = "most processes per sandbox"},
@@ -377,6 +383,43 @@ static int local_info(void *state, char **json, sbx_error *err)
 	return SBX_OK;
 }
 
+/* One sandbox: its level and, isolated, its root and what its writable layer uses. */
+static int local_sandbox_info(void *state, const char *id, char **json, sbx_error *err)
+{
+	local_state *st = state;
+	int rc = exists_or_not_found(st, id, "sandbox info", err);
+	if (rc != SBX_OK)
+		return rc;
+	char buf[512], dir[1200], path[1300];
+	int n;
+	if (st->iso.level != LOCAL_ISO_NAMESPACES) {
+		n = snprintf(buf, sizeof(buf), "{\"isolation\":\"plain\"}");
+	} else {
+		int64_t used = 0, cap = 0;
+		rc = sbx__local_disk_usage(st, id, &used, &cap, err);
+		if (rc == SBX_OK)
+			rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
+		if (rc != SBX_OK)
+			return rc;
+		snprintf(path, sizeof(path), "%s/env.image", dir);
+		const char *rootfs = access(path, F_OK) == 0 ? "image" : "host";
+		snprintf(path, sizeof(path), "%s/lower", dir);
+		if (rootfs[0] == 'h' && access(path, F_OK) == 0)
+			rootfs = "dir";
+		n = snprintf(buf, sizeof(buf),
+			     "{\"isolation\":\"namespaces\",\"rootfs\":\"%s\",\"init_pid\":%ld,"
+			     "\"disk\":{\"upper_bytes\":%lld,\"cap_bytes\":%lld}}",
+			     rootfs, sbx__local_iso_init_pid(dir), (long long)used, (long long)cap);
+	}
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return H->set_error(err, SBX_E_INVAL, "local: sandbox info: too long");
+	*json = H->alloc((size_t)n + 1);
+	if (!*json)
+		return H->set_error(err, SBX_E_NOMEM, "local: sandbox info: out of memory");
+	memcpy(*json, buf, (size_t)n + 1);
+	return SBX_OK;
+}
+
 int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 {
 	sbx__local_host = host;
@@ -404,6 +447,7 @@ int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 	    .status = local_status,
 	    .list_by_label = local_list_by_label,
 	    .info = local_info,
+	    .sandbox_info = local_sandbox_info,
 	};
 	SBX_INIT_HEADER(d);
 	return host->register_sandbox(reg, &d);

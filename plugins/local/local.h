@@ -26,19 +26,24 @@
 #define LOCAL_ROOTFS_IMAGE 3
 
 typedef struct local_iso {
-	int level;             /* LOCAL_ISO_* */
-	int rootfs;            /* LOCAL_ROOTFS_* */
-	char rootfs_dir[1024]; /* rootfs: DIR */
-	char image[512];       /* image: NAME (the config's default; a create may name another) */
-	int network_host;      /* network: host (else a network namespace with loopback only) */
-	int64_t memory;        /* bytes, 0 none */
-	int64_t pids;          /* 0 none */
-	int64_t cpu_quota_us;  /* per 100 ms period, 0 none */
-	int64_t disk;          /* cap on the overlay's upper dir in bytes, 0 none */
-	int cap_last;          /* highest capability number of this kernel */
-	int self_pidns;        /* this process's pid namespace, to return to after a fork */
-	char why_not[256];     /* why the isolated level cannot run here ("" when it can) */
-	char mem_cg[512];      /* cgroup folders holding the limit cgroups ("" none) */
+	int level;              /* LOCAL_ISO_* */
+	int userns;             /* sandboxes get a user namespace (sbx is not root) */
+	int via_helper;         /* execs enter through a helper process (no cgroup to kill by, or
+				  a user namespace the host's threads cannot join) */
+	int rootfs;             /* LOCAL_ROOTFS_* */
+	char rootfs_dir[1024];  /* rootfs: DIR */
+	char image[512];        /* image: NAME (the config's default; a create may name another) */
+	char image_dir[1024];   /* image_archives: folder of archives NAME is looked up in */
+	char image_cache[1024]; /* image_cache: where archives are unpacked (image.c) */
+	int network_host;       /* network: host (else a network namespace with loopback only) */
+	int64_t memory;         /* bytes, 0 none */
+	int64_t pids;           /* 0 none */
+	int64_t cpu_quota_us;   /* per 100 ms period, 0 none */
+	int64_t disk;           /* cap on the overlay's upper dir in bytes, 0 none */
+	int cap_last;           /* highest capability number of this kernel */
+	int self_pidns;         /* this process's pid namespace, to return to after a fork */
+	char why_not[256];      /* why the isolated level cannot run here ("" when it can) */
+	char mem_cg[512];       /* cgroup folders holding the limit cgroups ("" none) */
 	char pids_cg[512];
 	char cpu_cg[512];
 	int limits_v2; /* the limits live in the kill cgroup itself (v2) */
@@ -115,6 +120,8 @@ int sbx__local_remove_path(void *state, const char *id, const char *path, uint32
 			   sbx_error *err);
 /* Removes the folder at `path` and all below it without following symlinks. */
 int sbx__local_rmtree(const char *path);
+/* The same for `name` in the folder open at dfd; 0 or an errno (ENOENT when absent). */
+int sbx__local_rmtree_at(int dfd, const char *name);
 
 /* ---- meta.c: <root>/<id>/meta.json */
 /* Writes created time, labels and env. */
@@ -135,6 +142,8 @@ void sbx__local_iso_fini(local_state *st);
 /* Starts the sandbox's init (called by create once the folder is in place). */
 int sbx__local_iso_create(const local_state *st, const char *id, const sbx_create_spec *spec,
 			  sbx_error *err);
+/* The pid of the live init of the sandbox in dir, 0 when none runs. */
+long sbx__local_iso_init_pid(const char *dir);
 /* Kills the init and removes the limit cgroups. */
 void sbx__local_iso_destroy(const local_state *st, const char *id);
 /* JSON members for info: "isolation":..., "levels":{...} (no braces around). */
@@ -144,13 +153,17 @@ int sbx__local_iso_info(const local_state *st, char *buf, size_t cap);
 #define LOCAL_JOIN_PROCS 3
 typedef struct local_join {
 	int active;                  /* 0: the plain level, nothing to join */
+	int via_helper;              /* the exec's helper enters (sbx__local_join_helper) */
 	int pidfd;                   /* the sandbox's init */
 	int ns_flags;                /* namespaces the child enters through pidfd */
+	int helper_flags;            /* namespaces the helper enters, its children's PID one too */
 	int procs[LOCAL_JOIN_PROCS]; /* limit cgroups' cgroup.procs to join (-1 none) */
 	int cap_last;
 	int self_pidns;
 	int64_t oom_before; /* the memory cgroup's OOM kill count before the exec */
 	char oom_file[600];
+	char dir[1200];  /* the sandbox's folder */
+	char root[1100]; /* its lower tree (rootfs: DIR, image), "" for rootfs: host */
 } local_join;
 /* Parent, before fork: makes sure the init runs (restarting it after a reboot) and opens
  * what the child needs. */
@@ -158,9 +171,20 @@ int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j
 /* Parent, around fork: children of this thread are born in the sandbox's PID namespace. */
 int sbx__local_join_fork_begin(const local_join *j);
 void sbx__local_join_fork_end(const local_join *j);
-/* Child (async-signal-safe): enters the namespaces and cgroups and drops every capability.
- * Returns 0 or an errno. */
+/* The exec's helper (async-signal-safe, a single-threaded process): enters the sandbox's
+ * namespaces, its user namespace first where there is one, so the helper's children are born
+ * in its PID namespace. Returns 0 or an errno. */
+int sbx__local_join_helper(const local_join *j);
+/* Child (async-signal-safe): enters the namespaces (unless its helper did) and the limit
+ * cgroups and drops every capability. Returns 0 or an errno. */
 int sbx__local_join_child(const local_join *j);
+/* A process the sandbox can see (its init, an exec's helper), forked from the host: blanks
+ * its copies of the host's command line and environment (which may hold secrets; fields 48
+ * to 51 of /proc/self/stat bound them) and takes `name`. System calls only. */
+void sbx__local_blank_cmdline(const char *name);
+/* The image's environment saved at create (NUL-separated "K=V", from malloc), NULL with
+ * *len 0 when the sandbox has none. */
+char *sbx__local_join_image_env(const local_join *j, size_t *len);
 /* Parent, after the command ended: 1 when the sandbox's memory cgroup OOM-killed during it. */
 int sbx__local_join_oom(const local_join *j);
 void sbx__local_join_close(local_join *j);
@@ -173,18 +197,31 @@ typedef struct local_mounts {
 	char newroot[1300];
 } local_mounts;
 /* Plans the mounts for the sandbox in dir (<root>/<id>); lower is the image or DIR rootfs
- * ("" for rootfs: host). */
-int sbx__local_mounts_plan(const local_state *st, const char *dir, const char *lower,
-			   local_mounts *m, sbx_error *err);
+ * ("" for rootfs: host), cap the size of a tmpfs for the writable layer (0: on disk). */
+int sbx__local_mounts_plan(const char *dir, const char *lower, int64_t cap, local_mounts *m,
+			   sbx_error *err);
+/* The sandbox's disk cap recorded at create (<dir>/disk), 0 for none. */
+int64_t sbx__local_disk_cap(const char *dir);
 /* Child (async-signal-safe): performs the plan and pivots into it. 0 or an errno; *failed
- * is the index of the op that failed (m->n for the first step). */
-int sbx__local_mounts_apply(const local_mounts *m, size_t *failed);
+ * is the index of the op that failed (m->n for the first step); *held an fd of the capped
+ * writable layer (-1 without a cap). */
+int sbx__local_mounts_apply(const local_mounts *m, size_t *failed, int *held);
+/* The fd at which a sandbox's init keeps its capped writable layer open. */
+#define LOCAL_RW_FD 100
 /* The path an op works on, for the message about a failed one. */
 const char *sbx__local_mounts_path(const local_mounts *m, size_t i);
 void sbx__local_mounts_free(local_mounts *m);
 
+/* ---- disk.c: what a sandbox's writable layer uses */
+/* Bytes used by the sandbox's writable layer (overlay upper dir, or the private folders of
+ * rootfs: host) and its cap (0 none). */
+int sbx__local_disk_usage(const local_state *st, const char *id, int64_t *used, int64_t *cap,
+			  sbx_error *err);
+
 /* ---- limits.c: memory, pids and cpu cgroups of the isolated level */
 int sbx__local_limits_detect(local_state *st);
+/* Where limits would go on this machine: "cgroup-v2", "cgroup-v1" or "none". */
+const char *sbx__local_limits_kind(const local_state *st);
 /* Creates the sandbox's limit cgroups with their limits. */
 int sbx__local_limits_create(const local_state *st, const char *id, sbx_error *err);
 /* Opens the cgroup.procs files of the sandbox's limit cgroups into procs (-1 for none). */
@@ -199,5 +236,9 @@ void sbx__local_limits_remove(const local_state *st, const char *id);
 /* Resolves `image` to an unpacked root filesystem folder (importing it on first use). */
 int sbx__local_image_rootfs(const local_state *st, const char *image, char *buf, size_t cap,
 			    sbx_error *err);
+/* 1 when this build reads image archives. */
+int sbx__local_image_supported(void);
+/* Copies the Env of the image whose tree is `rootfs` into the sandbox folder as env.image. */
+int sbx__local_image_env_copy(const char *rootfs, const char *sandbox_dir, sbx_error *err);
 
 #endif

@@ -12,15 +12,23 @@
  * an exec costs a fork and a few system calls more than the plain level. Killing the init
  * (destroy, or anything else) makes the kernel kill every process of the sandbox.
  *
+ * Where sbx does not run as root, each sandbox also gets a user namespace mapping uid and gid
+ * 0 inside to sbx's own (so commands are root in the sandbox, and their files are sbx's on
+ * the host); mounts, overlays, /proc and the network namespace are the user namespace's
+ * own. A thread of a threaded host cannot join a user namespace, nor (unprivileged) point its
+ * children's PID namespace, so such an exec goes through the subreaper helper of exec.c: a
+ * forked process enters every namespace of the init, user namespace first, and forks the
+ * helper, which is born in the sandbox's PID namespace and so stays the reaper of the
+ * command's escapees there. The same helper serves root without a writable cgroup.
+ *
  * Plugins are stateless: <root>/<id>/init holds the init's pid and start time (so a reused pid
  * is never mistaken for it) and <root>/<id>/lower the read-only tree of an image or DIR
  * rootfs. An exec that finds the init gone (after a reboot, or killed) starts a new one under
  * a lock on <root>/<id>/init.lock; the work dir and the private folders are on disk and
  * survive it.
  *
- * Commands run as the caller's uid (root) without any capability: the bounding set is
- * emptied, so no exec gives them back. Where sbx does not run as root the level is reported
- * unsupported (user namespaces are not wired in yet). */
+ * Commands run as uid 0 (the caller's own as root, mapped to the caller's otherwise) without
+ * any capability: the bounding set is emptied, so no exec gives them back. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -53,6 +61,7 @@
 #define STAGE_CGROUP  3
 #define STAGE_MOUNT   4
 #define STAGE_NET     5
+#define STAGE_USERNS  6
 
 typedef struct init_msg {
 	int kind;
@@ -126,27 +135,65 @@ static int read_cap_last(void)
 	return v > 0 && v < 64 ? (int)v : 40;
 }
 
-/* Why this machine cannot run the isolated level, "" when it can. */
+/* 0 when a child of this process can unshare a user namespace with the sandbox's other
+ * namespaces, else the errno. A pipe carries the answer: the host may reap children itself. */
+static int try_userns(void)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return errno;
+	pid_t c = fork();
+	if (c == 0) {
+		int e = unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+				CLONE_NEWUTS | CLONE_NEWNET) == 0
+			    ? 0
+			    : errno;
+		ssize_t w = write(fds[1], &e, sizeof(e));
+		(void)w;
+		_exit(0);
+	}
+	int e = c < 0 ? errno : EPERM;
+	close(fds[1]);
+	if (c > 0) {
+		ssize_t r;
+		while ((r = read(fds[0], &e, sizeof(e))) < 0 && errno == EINTR)
+			;
+		if (r != (ssize_t)sizeof(e))
+			e = EPERM;
+		waitpid(c, NULL, 0);
+	}
+	close(fds[0]);
+	return e;
+}
+
+/* How this machine runs the isolated level, or why it cannot ("" when it can). */
 static void probe(local_state *st)
 {
 	local_iso *iso = &st->iso;
 	iso->why_not[0] = '\0';
-	if (geteuid() != 0)
-		snprintf(iso->why_not, sizeof(iso->why_not),
-			 "needs root (sbx runs as uid %ld; user namespaces are not wired in yet)",
-			 (long)geteuid());
-	else if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
-		snprintf(iso->why_not, sizeof(iso->why_not),
-			 "needs a writable cgroup (v2 or the v1 freezer) to hold the sandbox");
-	else if (access("/proc/self/ns/pid", F_OK) != 0 || access("/proc/self/ns/mnt", F_OK) != 0)
+	iso->userns = iso->via_helper = 0;
+	if (access("/proc/self/ns/pid", F_OK) != 0 || access("/proc/self/ns/mnt", F_OK) != 0 ||
+	    access("/proc/self/ns/user", F_OK) != 0) {
 		snprintf(iso->why_not, sizeof(iso->why_not), "the kernel has no namespaces");
+	} else if (geteuid() == 0) {
+		iso->via_helper = st->kill_mechanism == LOCAL_KILL_SUBREAPER;
+	} else {
+		int e = try_userns();
+		if (e == 0)
+			iso->userns = iso->via_helper = 1;
+		else
+			snprintf(iso->why_not, sizeof(iso->why_not),
+				 "sbx runs as uid %ld and cannot make a user namespace: %s (see "
+				 "/proc/sys/user/max_user_namespaces)",
+				 (long)geteuid(), strerror(e));
+	}
 }
 
 int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 {
 	local_iso *iso = &st->iso;
 	const char *level = NULL, *rootfs = NULL, *image = NULL, *net = NULL, *mem = NULL,
-		   *disk = NULL, *cpus = NULL;
+		   *disk = NULL, *cpus = NULL, *archives = NULL, *cache = NULL;
 	iso->self_pidns = -1;
 	iso->rootfs = LOCAL_ROOTFS_HOST;
 	int rc = opt_string(cfg, "isolation", &level, err);
@@ -162,6 +209,10 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 		rc = opt_string(cfg, "disk", &disk, err);
 	if (rc == SBX_OK)
 		rc = opt_string(cfg, "cpus", &cpus, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "image_archives", &archives, err);
+	if (rc == SBX_OK)
+		rc = opt_string(cfg, "image_cache", &cache, err);
 	if (rc != SBX_OK)
 		return rc;
 	int64_t pids = 0;
@@ -217,6 +268,22 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 					    "local: image name is empty or too long");
 		iso->rootfs = LOCAL_ROOTFS_IMAGE;
 	}
+	struct stat ad;
+	if (archives && (archives[0] != '/' || stat(archives, &ad) != 0 || !S_ISDIR(ad.st_mode)))
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: image_archives '%.200s' is not the absolute path of a "
+				    "folder",
+				    archives);
+	if (cache && cache[0] != '/')
+		return H->set_error(err, SBX_E_CONFIG,
+				    "local: image_cache '%.200s' is not an absolute path", cache);
+	int cn = cache
+		     ? snprintf(iso->image_cache, sizeof(iso->image_cache), "%s", cache)
+		     : snprintf(iso->image_cache, sizeof(iso->image_cache), "%s/.images", st->root);
+	if (cn < 0 || (size_t)cn >= sizeof(iso->image_cache) ||
+	    (archives && (size_t)snprintf(iso->image_dir, sizeof(iso->image_dir), "%s", archives) >=
+			     sizeof(iso->image_dir)))
+		return H->set_error(err, SBX_E_CONFIG, "local: image folder path too long");
 	if (net && strcmp(net, "host") != 0 && strcmp(net, "none") != 0)
 		return H->set_error(err, SBX_E_CONFIG,
 				    "local: network '%.64s' is not one of none, host", net);
@@ -248,7 +315,9 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 	if (sbx__local_limits_detect(st) != 0)
 		return H->set_error(err, SBX_E_CONFIG,
 				    "local: memory, pids and cpus need the cgroup controllers "
-				    "(v2 with controllers, or v1 memory/pids/cpu writable)");
+				    "(v2 with controllers, or v1 memory/pids/cpu writable by uid "
+				    "%ld)",
+				    (long)geteuid());
 	iso->cap_last = read_cap_last();
 	iso->self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
 	if (iso->self_pidns < 0)
@@ -347,6 +416,13 @@ static int open_init(const char *dir, long *pid_out)
 	return fd;
 }
 
+long sbx__local_iso_init_pid(const char *dir)
+{
+	long pid;
+	unsigned long long start;
+	return read_record(dir, &pid, &start) == 0 && start_time(pid) == start ? pid : 0;
+}
+
 /* ---- starting the init */
 
 static void close_except(const int *keep, size_t n)
@@ -397,11 +473,34 @@ typedef struct init_plan {
 	int procs[1 + LOCAL_JOIN_PROCS];
 	int unshare_flags;
 	char hostname[32];
+	char uid_map[32], gid_map[32]; /* "0 <uid> 1" with a user namespace, else "" */
 } init_plan;
 
-/* Blanks the init's command line, a copy of the harness's (which may hold secrets): fields 48
- * and 49 of /proc/self/stat bound it. System calls only. */
-static void blank_cmdline(void)
+static int write_proc_self(const char *name, const char *text)
+{
+	char path[64] = "/proc/self/";
+	size_t k = strlen(path), n = strlen(name), len = strlen(text);
+	memcpy(path + k, name, n + 1);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	int e = write(fd, text, len) == (ssize_t)len ? 0 : errno;
+	close(fd);
+	return e;
+}
+
+/* The helper, right after unsharing its user namespace: uid and gid 0 inside are sbx's. */
+static int map_ids(const init_plan *ip)
+{
+	int e = write_proc_self("setgroups", "deny");
+	if (e == 0)
+		e = write_proc_self("uid_map", ip->uid_map);
+	if (e == 0)
+		e = write_proc_self("gid_map", ip->gid_map);
+	return e;
+}
+
+void sbx__local_blank_cmdline(const char *name)
 {
 	char buf[2048];
 	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
@@ -413,8 +512,9 @@ static void blank_cmdline(void)
 		return;
 	buf[r] = '\0';
 	char *p = strrchr(buf, ')');
-	unsigned long v[2] = {0, 0};
-	for (int field = 2; p && *p && field < 49;) {
+	/* arg_start, arg_end, env_start, env_end */
+	unsigned long v[4] = {0, 0, 0, 0};
+	for (int field = 2; p && *p && field < 51;) {
 		if (*p++ != ' ')
 			continue;
 		field++;
@@ -427,9 +527,12 @@ static void blank_cmdline(void)
 	}
 	if (v[0] && v[1] > v[0] && v[1] - v[0] < (1ul << 20)) {
 		memset((void *)v[0], 0, v[1] - v[0]);
-		memcpy((void *)v[0], "sbx-init", v[1] - v[0] > 9 ? 9 : v[1] - v[0] - 1);
+		size_t n = strlen(name);
+		memcpy((void *)v[0], name, v[1] - v[0] > n ? n : v[1] - v[0] - 1);
 	}
-	prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
+	if (v[2] && v[3] > v[2] && v[3] - v[2] < (1ul << 24))
+		memset((void *)v[2], 0, v[3] - v[2]);
+	prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
 /* PID 1 of the sandbox. Never returns. */
@@ -450,10 +553,17 @@ static void run_init(const init_plan *ip)
 	if (ip->unshare_flags & CLONE_NEWNET)
 		loopback_up(ip->report);
 	size_t op = 0;
-	int e = sbx__local_mounts_apply(ip->mounts, &op);
+	int held = -1, report = ip->report;
+	int e = sbx__local_mounts_apply(ip->mounts, &op, &held);
 	if (e != 0) {
-		send_msg(ip->report, MSG_FAIL, STAGE_MOUNT, e, 0, op);
+		send_msg(report, MSG_FAIL, STAGE_MOUNT, e, 0, op);
 		_exit(1);
+	}
+	if (held >= 0 && held != LOCAL_RW_FD) {
+		if (report == LOCAL_RW_FD)
+			report = fcntl(report, F_DUPFD_CLOEXEC, LOCAL_RW_FD + 1);
+		dup2(held, LOCAL_RW_FD);
+		close(held);
 	}
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -473,9 +583,14 @@ static void run_init(const init_plan *ip)
 		dup2(dn, 1);
 		dup2(dn, 2);
 	}
-	blank_cmdline();
-	send_msg(ip->report, MSG_READY, 0, 0, 0, 0);
-	close(ip->report);
+	/* As root, not dumpable: its memory stays unreadable to the sandbox's commands. An
+	 * unprivileged host joins it by setns, which needs it dumpable; its commands are
+	 * kept out by having no capability where the init has all. */
+	if (!ip->uid_map[0])
+		prctl(PR_SET_DUMPABLE, 0);
+	sbx__local_blank_cmdline("sbx-init");
+	send_msg(report, MSG_READY, 0, 0, 0, 0);
+	close(report);
 	for (;;)
 		pause();
 }
@@ -518,6 +633,8 @@ static const char *stage_name(int stage)
 		return "joining its cgroups";
 	case STAGE_MOUNT:
 		return "mount";
+	case STAGE_USERNS:
+		return "mapping its user ids";
 	default:
 		return "loopback";
 	}
@@ -536,8 +653,11 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	if (read_lower(dir, lower, sizeof(lower)) != 0)
 		return H->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", dir,
 				    strerror(errno));
+	int64_t cap = sbx__local_disk_cap(dir);
 	int e = mkdir_in(dir, "root", 0755);
-	if (!e && !lower[0]) {
+	if (!e && cap)
+		e = mkdir_in(dir, "rw", 0755);
+	else if (!e && !lower[0]) {
 		e = mkdir_in(dir, "priv", 0755);
 		if (!e)
 			e = mkdir_in(dir, "priv/tmp", 01777);
@@ -556,33 +676,40 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	if (e)
 		return H->set_error(err, SBX_E_IO, "local: cannot make the folders of %s: %s", dir,
 				    strerror(e));
-	rc = sbx__local_mounts_plan(st, dir, lower, &m, err);
+	rc = sbx__local_mounts_plan(dir, lower, cap, &m, err);
 	if (rc != SBX_OK)
 		return rc;
-	/* The sandbox's kill cgroup, then its limit cgroups. */
-	char cg[700];
-	if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) != SBX_OK) {
-		rc = H->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
-		goto out;
+	/* The sandbox's kill cgroup (where there is one), then its limit cgroups. */
+	if (st->kill_mechanism != LOCAL_KILL_SUBREAPER) {
+		char cg[700];
+		if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) != SBX_OK) {
+			rc = H->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
+			goto out;
+		}
+		rc = sbx__local_cg_sandbox(st, id, err);
+		if (rc != SBX_OK)
+			goto out;
+		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+		if ((ip.procs[0] = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+			rc = H->set_error(err, SBX_E_IO, "local: cannot open %s: %s", path,
+					  strerror(errno));
+			goto out;
+		}
 	}
-	rc = sbx__local_cg_sandbox(st, id, err);
+	rc = sbx__local_limits_create(st, id, err);
 	if (rc == SBX_OK)
-		rc = sbx__local_limits_create(st, id, err);
-	if (rc != SBX_OK)
-		goto out;
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-	if ((ip.procs[0] = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
-		rc =
-		    H->set_error(err, SBX_E_IO, "local: cannot open %s: %s", path, strerror(errno));
-		goto out;
-	}
-	rc = sbx__local_limits_open(st, id, ip.procs + 1, LOCAL_JOIN_PROCS, err);
+		rc = sbx__local_limits_open(st, id, ip.procs + 1, LOCAL_JOIN_PROCS, err);
 	if (rc != SBX_OK)
 		goto out;
 	ip.mounts = &m;
 	ip.unshare_flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
 	if (!iso->network_host)
 		ip.unshare_flags |= CLONE_NEWNET;
+	if (iso->userns) {
+		ip.unshare_flags |= CLONE_NEWUSER;
+		snprintf(ip.uid_map, sizeof(ip.uid_map), "0 %ld 1", (long)geteuid());
+		snprintf(ip.gid_map, sizeof(ip.gid_map), "0 %ld 1", (long)getegid());
+	}
 	snprintf(ip.hostname, sizeof(ip.hostname), "sbx-%.12s", id);
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -607,6 +734,11 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 		setsid();
 		if (unshare(ip.unshare_flags) != 0) {
 			send_msg(ip.report, MSG_FAIL, STAGE_UNSHARE, errno, 0, 0);
+			_exit(1);
+		}
+		int me = ip.uid_map[0] ? map_ids(&ip) : 0;
+		if (me != 0) {
+			send_msg(ip.report, MSG_FAIL, STAGE_USERNS, me, 0, 0);
 			_exit(1);
 		}
 		pid_t init = fork();
@@ -707,12 +839,23 @@ int sbx__local_iso_create(const local_state *st, const char *id, const sbx_creat
 	const char *image = spec && spec->image && spec->image[0] ? spec->image
 			    : iso->rootfs == LOCAL_ROOTFS_IMAGE   ? iso->image
 								  : NULL;
-	if (image)
+	if (image) {
 		rc = sbx__local_image_rootfs(st, image, lower, sizeof(lower), err);
-	else if (iso->rootfs == LOCAL_ROOTFS_DIR)
+		if (rc == SBX_OK)
+			rc = sbx__local_image_env_copy(lower, dir, err);
+	} else if (iso->rootfs == LOCAL_ROOTFS_DIR)
 		snprintf(lower, sizeof(lower), "%s", iso->rootfs_dir);
 	if (rc != SBX_OK)
 		return rc;
+	if (iso->disk) {
+		char path[1300], v[32];
+		snprintf(path, sizeof(path), "%s/disk", dir);
+		int n = snprintf(v, sizeof(v), "%lld\n", (long long)iso->disk);
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || write(fd, v, (size_t)n) != n || close(fd) != 0)
+			return H->set_error(err, SBX_E_IO, "local: create: cannot write %s: %s",
+					    path, strerror(errno));
+	}
 	if (lower[0]) {
 		char path[1300];
 		snprintf(path, sizeof(path), "%s/lower", dir);
@@ -772,15 +915,19 @@ int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j
 	if (st->iso.level != LOCAL_ISO_NAMESPACES)
 		return SBX_OK;
 	j->active = 1;
+	j->via_helper = st->iso.via_helper;
 	j->cap_last = st->iso.cap_last;
 	j->self_pidns = st->iso.self_pidns;
 	j->ns_flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
 	if (!st->iso.network_host)
 		j->ns_flags |= CLONE_NEWNET;
-	char dir[1200];
-	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
+	j->helper_flags = j->ns_flags | CLONE_NEWPID | (st->iso.userns ? CLONE_NEWUSER : 0);
+	int rc = sbx__local_path(st, id, NULL, j->dir, sizeof(j->dir), err);
+	if (rc == SBX_OK && read_lower(j->dir, j->root, sizeof(j->root)) != 0)
+		rc = H->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", j->dir,
+				  strerror(errno));
 	if (rc == SBX_OK)
-		rc = ensure_init(st, id, dir, &j->pidfd, err);
+		rc = ensure_init(st, id, j->dir, &j->pidfd, err);
 	if (rc == SBX_OK)
 		rc = sbx__local_limits_open(st, id, j->procs, LOCAL_JOIN_PROCS, err);
 	if (rc == SBX_OK &&
@@ -793,16 +940,21 @@ int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j
 
 int sbx__local_join_fork_begin(const local_join *j)
 {
-	if (!j->active)
+	if (!j->active || j->via_helper)
 		return 0;
 	return setns(j->pidfd, CLONE_NEWPID) == 0 ? 0 : errno;
 }
 
 void sbx__local_join_fork_end(const local_join *j)
 {
-	if (j->active && setns(j->self_pidns, CLONE_NEWPID) != 0)
+	if (j->active && !j->via_helper && setns(j->self_pidns, CLONE_NEWPID) != 0)
 		H->log(SBX_LOG_ERROR, "local", "cannot return to the host's PID namespace: %s",
 		       strerror(errno));
+}
+
+int sbx__local_join_helper(const local_join *j)
+{
+	return setns(j->pidfd, j->helper_flags) == 0 ? 0 : errno;
 }
 
 int sbx__local_join_child(const local_join *j)
@@ -812,7 +964,7 @@ int sbx__local_join_child(const local_join *j)
 	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++)
 		if (j->procs[i] >= 0 && write(j->procs[i], "0", 1) != 1)
 			return errno;
-	if (setns(j->pidfd, j->ns_flags) != 0)
+	if (!j->via_helper && setns(j->pidfd, j->ns_flags) != 0)
 		return errno;
 	for (int c = 0; c <= j->cap_last; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
@@ -826,6 +978,32 @@ int sbx__local_join_child(const local_join *j)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		return errno;
 	return 0;
+}
+
+char *sbx__local_join_image_env(const local_join *j, size_t *len)
+{
+	char path[1300];
+	*len = 0;
+	if (!j->active || !j->root[0])
+		return NULL;
+	snprintf(path, sizeof(path), "%s/env.image", j->dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_size <= 0 || sb.st_size > (1 << 20)) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	char *buf = malloc((size_t)sb.st_size + 1);
+	ssize_t r = buf ? read(fd, buf, (size_t)sb.st_size) : -1;
+	close(fd);
+	if (r <= 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[r] = '\0';
+	*len = (size_t)r;
+	return buf;
 }
 
 int sbx__local_join_oom(const local_join *j)
@@ -869,11 +1047,15 @@ int sbx__local_iso_info(const local_state *st, char *buf, size_t cap)
 	else
 		n = snprintf(buf, cap,
 			     "\"isolation\":\"%s\",\"levels\":{\"plain\":{\"supported\":true},"
-			     "\"namespaces\":{\"supported\":true,\"rootfs\":[\"host\",\"dir\"],"
-			     "\"limits\":\"%s\"}},\"rootfs\":\"%s\",\"network\":\"%s\","
+			     "\"namespaces\":{\"supported\":true,\"user_namespace\":%s,"
+			     "\"exec\":\"%s\",\"rootfs\":[\"host\",\"dir\"%s],\"limits\":\"%s\","
+			     "\"pause\":%s}},\"rootfs\":\"%s\",\"network\":\"%s\","
 			     "\"memory\":%lld,\"pids\":%lld,\"cpu_quota_us\":%lld",
-			     iso->level ? "namespaces" : "plain",
-			     iso->limits_v2 ? "cgroup-v2" : "cgroup-v1", rootfs,
+			     iso->level ? "namespaces" : "plain", iso->userns ? "true" : "false",
+			     iso->via_helper ? "helper" : "setns",
+			     sbx__local_image_supported() ? ",\"image\"" : "",
+			     sbx__local_limits_kind(st),
+			     st->kill_mechanism == LOCAL_KILL_SUBREAPER ? "false" : "true", rootfs,
 			     iso->network_host ? "host" : "none", (long long)iso->memory,
 			     (long long)iso->pids, (long long)iso->cpu_quota_us);
 	return n < 0 || (size_t)n >= cap ? -1 : 0;

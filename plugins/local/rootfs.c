@@ -9,7 +9,11 @@
  * DIR, image     an overlay: the tree read-only below, the sandbox's own upper dir above;
  *                the work dir bound in at its host path.
  * Both get a fresh /proc (its /proc/sys and /proc/sysrq-trigger read-only) and a minimal
- * /dev: null, zero, full, random, urandom, tty, fd links, a private /dev/shm and /dev/pts. */
+ * /dev: null, zero, full, random, urandom, tty, fd links, a private /dev/shm and /dev/pts.
+ *
+ * With a `disk` cap the writable layer (the upper dir, or the private folders) lives on a
+ * tmpfs of that size at <dir>/rw, mounted in the sandbox's mount namespace only; the init
+ * holds it open at LOCAL_RW_FD so the host can measure it (disk.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,6 +37,7 @@
 #define OP_RDONLY   9 /* make the mount at dst read-only (not its submounts) */
 #define OP_DEVPTS   10
 #define OP_PIVOT    11
+#define OP_HOLD     12    /* open dst and keep it (the writable layer, for its size) */
 #define OP_OPTIONAL 0x100 /* a failure of this op is not fatal */
 
 struct local_mount_op {
@@ -129,8 +134,8 @@ static int plan_dev_proc(local_mounts *m)
 	return 0;
 }
 
-int sbx__local_mounts_plan(const local_state *st, const char *dir, const char *lower,
-			   local_mounts *m, sbx_error *err)
+int sbx__local_mounts_plan(const char *dir, const char *lower, int64_t cap, local_mounts *m,
+			   sbx_error *err)
 {
 	const sbx_host_api *h = sbx__local_host;
 	char work[1300], data[3200];
@@ -139,6 +144,17 @@ int sbx__local_mounts_plan(const local_state *st, const char *dir, const char *l
 	int w = snprintf(work, sizeof(work), "%s/work", dir);
 	if (n < 0 || (size_t)n >= sizeof(m->newroot) || w < 0 || (size_t)w >= sizeof(work))
 		return h->set_error(err, SBX_E_INVAL, "local: sandbox path too long");
+	/* Where the writable layer lives: the sandbox folder, or a capped tmpfs in it. */
+	char rw[1300];
+	n = cap ? snprintf(rw, sizeof(rw), "%s/rw", dir) : snprintf(rw, sizeof(rw), "%s", dir);
+	if (n < 0 || (size_t)n >= sizeof(rw))
+		return h->set_error(err, SBX_E_INVAL, "local: sandbox path too long");
+	if (cap) {
+		char opts[64];
+		snprintf(opts, sizeof(opts), "mode=0755,size=%lld", (long long)cap);
+		if (add(m, OP_TMPFS, 0, "tmpfs", rw, opts) || add(m, OP_HOLD, 0, NULL, rw, NULL))
+			goto nomem;
+	}
 	if (!lower[0]) {
 		static const char *const host[] = {"/usr",   "/bin",   "/sbin",   "/lib",
 						   "/lib32", "/lib64", "/libx32", "/etc"};
@@ -167,37 +183,43 @@ int sbx__local_mounts_plan(const local_state *st, const char *dir, const char *l
 		for (size_t i = 0; i < 3; i++) {
 			char src[1400], in[16];
 			snprintf(in, sizeof(in), "/%s", priv[i]);
-			n = snprintf(src, sizeof(src), "%s/priv/%s", dir, priv[i]);
+			n = snprintf(src, sizeof(src), "%s/priv/%s", rw, priv[i]);
 			if (n < 0 || (size_t)n >= sizeof(src))
 				goto nomem;
-			if (add_in(m, OP_MKDIR, priv_mode[i], NULL, in, NULL) ||
+			if ((cap && add(m, OP_MKDIR, priv_mode[i], NULL, src, NULL)) ||
+			    add_in(m, OP_MKDIR, priv_mode[i], NULL, in, NULL) ||
 			    add_in(m, OP_BIND, 0, src, in, NULL))
 				goto nomem;
 		}
 	} else {
 		/* overlayfs splits its options at ',' and ':' (escaping is new in 6.x). */
-		if (strpbrk(lower, ",:\\") || strpbrk(dir, ",:\\"))
+		if (strpbrk(lower, ",:\\") || strpbrk(rw, ",:\\"))
 			return h->set_error(err, SBX_E_CONFIG,
 					    "local: rootfs: '%.200s' or the sandbox folder holds a "
 					    "',', ':' or '\\', which overlayfs cannot take",
 					    lower);
 		n = snprintf(data, sizeof(data), "lowerdir=%s,upperdir=%s/upper,workdir=%s/ovwork",
-			     lower, dir, dir);
+			     lower, rw, rw);
 		if (n < 0 || (size_t)n >= sizeof(data))
 			return h->set_error(err, SBX_E_INVAL, "local: rootfs: path too long");
-		if (add(m, OP_OVERLAY, 0, "overlay", m->newroot, data) ||
+		char up[1400], wk[1400];
+		snprintf(up, sizeof(up), "%s/upper", rw);
+		snprintf(wk, sizeof(wk), "%s/ovwork", rw);
+		if ((cap && (add(m, OP_MKDIR, 0755, NULL, up, NULL) ||
+			     add(m, OP_MKDIR, 0700, NULL, wk, NULL))) ||
+		    add(m, OP_OVERLAY, 0, "overlay", m->newroot, data) ||
 		    add_in(m, OP_MKDIR, 01777, NULL, "/tmp", NULL))
 			goto nomem;
 	}
-	if (add_in(m, OP_MKDIR, 0700, NULL, work, NULL) || add_in(m, OP_BIND, 0, work, work, NULL))
-		goto nomem;
+	/* The work dir last: a state dir under /dev/shm would be hidden by the fresh /dev. */
 	if (plan_dev_proc(m))
+		goto nomem;
+	if (add_in(m, OP_MKDIR, 0700, NULL, work, NULL) || add_in(m, OP_BIND, 0, work, work, NULL))
 		goto nomem;
 	if (!lower[0] && add(m, OP_RDONLY, 0, NULL, m->newroot, NULL))
 		goto nomem;
 	if (add(m, OP_PIVOT, 0, NULL, m->newroot, NULL))
 		goto nomem;
-	(void)st;
 	return SBX_OK;
 nomem:
 	sbx__local_mounts_free(m);
@@ -244,10 +266,16 @@ static int set_attr(const char *path, unsigned attr, unsigned flags)
 	return syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &a, sizeof(a)) == 0 ? 0 : errno;
 }
 
-static int apply_one(const local_mount_op *op)
+static int apply_one(const local_mount_op *op, int *held)
 {
 	int fd;
 	switch (op->kind & 0xff) {
+	case OP_HOLD:
+		fd = open(op->dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			return errno;
+		*held = fd;
+		return 0;
 	case OP_TMPFS:
 		return mount(op->src, op->dst, "tmpfs", MS_NOSUID | MS_NODEV, op->data) == 0
 			   ? 0
@@ -292,13 +320,14 @@ static int apply_one(const local_mount_op *op)
 	}
 }
 
-int sbx__local_mounts_apply(const local_mounts *m, size_t *failed)
+int sbx__local_mounts_apply(const local_mounts *m, size_t *failed, int *held)
 {
 	*failed = m->n;
+	*held = -1;
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		return errno;
 	for (size_t i = 0; i < m->n; i++) {
-		int e = apply_one(&m->ops[i]);
+		int e = apply_one(&m->ops[i], held);
 		if (e != 0 && !(m->ops[i].kind & OP_OPTIONAL)) {
 			*failed = i;
 			return e;

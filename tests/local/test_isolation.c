@@ -6,10 +6,12 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -25,14 +27,16 @@ static sbx_host *host;
 static sbx_error err;
 static char state_dir[600];
 static char ids[2][SBX_ID_MAX];
-static sbx_exec_result *live[8];
+static sbx_exec_result *live[32];
 
 /* The default data source on the isolated level, with `extra` lines (each starting with
  * four spaces) appended to its sandbox block. */
 static void start(const char *extra)
 {
-	snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
-	cr_assert_not_null(mkdtemp(state_dir));
+	if (!state_dir[0]) {
+		snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
+		cr_assert_not_null(mkdtemp(state_dir));
+	}
 	char cfg[2048];
 	int n = snprintf(cfg, sizeof(cfg),
 			 "data_source:\n  sandbox:\n    type: local\n    isolation: namespaces\n%s",
@@ -174,6 +178,24 @@ static int count_procs(const char *token)
 }
 
 TestSuite(isolation, .fini = stop, .timeout = 120);
+
+#define NOBODY 65534
+
+/* The rest of the case runs as uid and gid 65534 with a state dir of its own (the case's
+ * process only: criterion forks one per case). Skips where the suite is not root. */
+static void become_nobody(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root to switch to an unprivileged user");
+	snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(state_dir));
+	cr_assert_eq(chown(state_dir, NOBODY, NOBODY), 0);
+	cr_assert_eq(setgroups(0, NULL), 0);
+	cr_assert_eq(setresgid(NOBODY, NOBODY, NOBODY), 0);
+	cr_assert_eq(setresuid(NOBODY, NOBODY, NOBODY), 0);
+	/* A changed uid makes the process undumpable, which LeakSanitizer's tracer needs. */
+	prctl(PR_SET_DUMPABLE, 1);
+}
 
 Test(isolation, levels_reported)
 {
@@ -402,6 +424,7 @@ Test(isolation, bad_settings_refused)
 	    {"    network: bridge\n", "local: network 'bridge' is not one of none, host"},
 	    {"    rootfs: relative/dir\n", "local: rootfs 'relative/dir' is neither 'host'"},
 	    {"    pids: 1\n", "local: pids 1 is out of range"},
+	    {"    disk: lots\n", "local: disk 'lots' is not a size (e.g. 10G)"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		start(cases[i].extra);
@@ -427,4 +450,437 @@ Test(isolation, bad_settings_refused)
 	cr_assert_eq(sbx_create(host, &c, ids[0], &err), SBX_E_CONFIG);
 	cr_assert_not_null(strstr(err.message, "local: 'memory' needs 'isolation: namespaces'"),
 			   "%s", err.message);
+}
+
+/* Where sbx is not root, each sandbox is a user namespace too: root inside is sbx's uid
+ * outside, and the isolation holds as it does for root. */
+Test(isolation, unprivileged_user_namespace)
+{
+	/* A file the user can read on the host, in a tree the sandbox does not have. */
+	char planted[] = "/var/tmp/sbx-iso-userns-XXXXXX";
+	int fd = mkstemp(planted);
+	cr_assert(fd >= 0, "cannot plant a file in /var/tmp");
+	cr_assert_eq(write(fd, "secret\n", 7), 7);
+	cr_assert_eq(fchmod(fd, 0644), 0);
+	if (geteuid() == 0)
+		cr_assert_eq(fchown(fd, NOBODY, NOBODY), 0);
+	close(fd);
+	become_nobody();
+	cr_assert_eq(access(planted, R_OK), 0);
+	start(NULL);
+	skip_unless_supported();
+	char *json = NULL;
+	cr_assert_eq(sbx_backend_info(host, "local", &json, &err), SBX_OK, "%s", err.message);
+	cr_assert_not_null(strstr(json,
+				  "\"namespaces\":{\"supported\":true,\"user_namespace\":true,"
+				  "\"exec\":\"helper\""),
+			   "%s", json);
+	sbx_free(json);
+	fresh(0);
+	sbx_exec_result *r =
+	    run("id -u; id -g; awk '{print $1, $2, $3}' /proc/self/uid_map /proc/self/gid_map");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, "0\n0\n0 65534 1\n0 65534 1\n");
+	/* Its init, the exec's helper, the shell: nothing of the host's. */
+	r = run("for p in /proc/[0-9]*; do cat $p/comm; done");
+	cr_assert_str_eq(r->stdout_text, "sbx-init\nsbx-exec\nbash\n", "%s", r->stderr_text);
+	/* Neither the helper nor the init gives away the host's environment. */
+	r = run("cat /proc/1/environ /proc/2/environ");
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_str_eq(r->stdout_text, "");
+	cr_assert_not_null(strstr(r->stderr_text, "Permission denied"), "%s", r->stderr_text);
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "cat %s", planted);
+	r = run(cmd);
+	unlink(planted);
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_str_eq(r->stdout_text, "");
+	cr_assert_not_null(strstr(r->stderr_text, "No such file or directory"), "%s",
+			   r->stderr_text);
+	r = run("touch /usr/sbx-iso-probe");
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_not_null(strstr(r->stderr_text, "Read-only file system"), "%s", r->stderr_text);
+	int port;
+	int s = listener(&port);
+	snprintf(cmd, sizeof(cmd), "bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && echo connected'",
+		 port);
+	r = run(cmd);
+	close(s);
+	cr_assert_eq(r->exit_code, 1, "%s", r->stdout_text);
+	cr_assert_not_null(strstr(r->stderr_text, "Connection refused"), "%s", r->stderr_text);
+	/* What root in the sandbox writes to the work dir is sbx's user's on the host. */
+	r = run("echo mine > out.txt");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	char out[1400];
+	snprintf(out, sizeof(out), "%s/plugins/local/%s/work/out.txt", state_dir, bid(0));
+	struct stat sb;
+	cr_assert_eq(stat(out, &sb), 0, "%s", out);
+	cr_assert_eq(sb.st_uid, NOBODY);
+	cr_assert_eq(sb.st_gid, NOBODY);
+	/* A timeout takes the command's escapees; destroy takes the rest. */
+	char token[64];
+	snprintf(token, sizeof(token), "sleep 4%05ld.%ld", (long)(getpid() % 100000),
+		 (long)time(NULL) % 1000);
+	snprintf(cmd, sizeof(cmd), "(setsid %s1 &); (%s2 &); sleep 60", token, token);
+	r = run_in(0, cmd, 1);
+	cr_assert_eq(r->timed_out, 1);
+	cr_assert_eq(count_procs(token), 0);
+	snprintf(cmd, sizeof(cmd), "(setsid %s3 &); echo ok", token);
+	r = run(cmd);
+	cr_assert_str_eq(r->stdout_text, "ok\n", "%s", r->stderr_text);
+	cr_assert_eq(count_procs(token), 1);
+	cr_assert_eq(sbx_destroy(host, ids[0], &err), SBX_OK, "%s", err.message);
+	ids[0][0] = '\0';
+	cr_assert_eq(count_procs(token), 0);
+}
+
+Test(isolation, unprivileged_limits_refused)
+{
+	become_nobody();
+	start("    memory: 64M\n");
+	skip_unless_supported();
+	char *json = NULL;
+	sbx_host_options o = {.config_text = "data_source:\n  sandbox:\n    type: local\n",
+			      .state_dir = state_dir};
+	SBX_INIT_HEADER(o);
+	sbx_host *plain = NULL;
+	cr_assert_eq(sbx_host_new(&o, &plain, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx_backend_info(plain, "local", &json, &err), SBX_OK, "%s", err.message);
+	int none = strstr(json, "\"limits\":\"none\"") != NULL;
+	sbx_free(json);
+	sbx_host_free(plain);
+	if (!none)
+		cr_skip_test("uid %d has writable cgroups here", NOBODY);
+	sbx_create_opts c = {0};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, ids[0], &err), SBX_E_CONFIG);
+	cr_assert_str_eq(err.message,
+			 "local: memory, pids and cpus need the cgroup controllers (v2 with "
+			 "controllers, or v1 memory/pids/cpu writable by uid 65534)");
+}
+
+/* ---- image archives and root folders (made by make-archives.sh) */
+
+/* SBX_TEST_ARCHIVES/sub, skipping the case when it is absent. */
+static void archives(const char *sub, char *buf, size_t cap)
+{
+	const char *dir = getenv("SBX_TEST_ARCHIVES");
+	if (!dir || !*dir)
+		cr_skip_test("SBX_TEST_ARCHIVES is not set (the local_image_archives fixture)");
+	snprintf(buf, cap, "%s/%s", dir, sub);
+	if (access(buf, F_OK) != 0)
+		cr_skip_test("%s is missing (no podman to save images with?)", buf);
+}
+
+/* Config lines for the image cases: the cache inside the case's state dir. */
+static void start_image(const char *extra)
+{
+	char lines[1600];
+	snprintf(lines, sizeof(lines), "%s", extra);
+	start(lines);
+	skip_unless_supported();
+}
+
+/* The folders in the image cache's sha256/ (the unpacked images), and the first one's path. */
+static int cached_images(char *first, size_t cap)
+{
+	char dir[1000];
+	snprintf(dir, sizeof(dir), "%s/plugins/local/.images/sha256", state_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || strstr(e->d_name, ".lock"))
+			continue;
+		if (n++ == 0)
+			snprintf(first, cap, "%s/%s", dir, e->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+static void fresh_image(size_t k, const char *image)
+{
+	sbx_create_opts c = {.image = image};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, ids[k], &err), SBX_OK, "%s: %s", image, err.message);
+}
+
+Test(isolation, image_by_name_from_archives_overlay_per_sandbox)
+{
+	char dir[700], extra[900];
+	archives("images", dir, sizeof(dir));
+	snprintf(extra, sizeof(extra), "    image: sbx-local-busybox\n    image_archives: %s\n",
+		 dir);
+	start_image(extra);
+	fresh(0);
+	fresh(1);
+	/* The image's tree and Env, not the host's. */
+	sbx_exec_result *r = run("echo $0 $PATH; head -1 /etc/passwd; test -e /usr/bin || echo "
+				 "no-usr; touch /bin/mine && echo wrote");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text,
+			 "/bin/sh /bin\nroot:x:0:0:root:/root:/bin/sh\nno-usr\nwrote\n");
+	r = run_in(1, "test -e /bin/mine && echo shared || echo apart", 0);
+	cr_assert_str_eq(r->stdout_text, "apart\n", "%s", r->stderr_text);
+	char img[1200], probe[1400];
+	cr_assert_eq(cached_images(img, sizeof(img)), 1);
+	snprintf(probe, sizeof(probe), "%s/rootfs/bin/mine", img);
+	cr_assert_neq(access(probe, F_OK), 0, "a sandbox wrote into the cache: %s", probe);
+	snprintf(probe, sizeof(probe), "%s/rootfs/bin/busybox", img);
+	cr_assert_eq(access(probe, X_OK), 0, "%s", probe);
+}
+
+Test(isolation, image_docker_and_oci_archives_share_one_cache_entry)
+{
+	char docker[700], oci[700];
+	archives("images/busybox-docker.tar", docker, sizeof(docker));
+	archives("images/busybox-oci.tar", oci, sizeof(oci));
+	start_image("");
+	fresh_image(0, docker);
+	fresh_image(1, oci);
+	char img[1200];
+	cr_assert_eq(cached_images(img, sizeof(img)), 1);
+	for (size_t k = 0; k < 2; k++) {
+		sbx_exec_result *r = run_in(k, "busybox echo hi; cat /etc/group | head -1", 0);
+		cr_assert_str_eq(r->stdout_text, "hi\nroot:x:0:\n", "%s", r->stderr_text);
+	}
+	/* The archive's contents are read once: an index per archive, current. */
+	char idx[1000];
+	snprintf(idx, sizeof(idx), "%s/plugins/local/.images/archives", state_dir);
+	DIR *d = opendir(idx);
+	cr_assert_not_null(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	cr_assert_eq(n, 2);
+}
+
+Test(isolation, image_whiteouts_applied)
+{
+	char path[700];
+	archives("hostile/whiteouts.tar", path, sizeof(path));
+	start_image("");
+	fresh_image(0, path);
+	char img[1200], cmd[1600];
+	cr_assert_eq(cached_images(img, sizeof(img)), 1);
+	/* Read on the host: the image has no shell. */
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s/rootfs && find . | sort | tr '\\n' ' ' && cat g && tr '\\0' ' ' < ../env",
+		 img);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	char out[1000] = "";
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	pclose(p);
+	cr_assert_str_eq(out, ". ./a ./a/new ./c ./c/stay ./etc ./etc/hostname ./f ./f/inside ./g "
+			      "new filePATH=/bin FROM_IMAGE=sbx-test/whiteouts:1 ");
+}
+
+Test(isolation, image_hostile_archives_refused)
+{
+	static const struct {
+		const char *file, *msg;
+		int code;
+	} cases[] = {
+	    {"dotdot",
+	     "member '../../sbx-escape-dotdot' is absolute or leaves the root (import "
+	     "refused)",
+	     SBX_E_PATH},
+	    {"absolute", "/target/absolute' is absolute or leaves the root (import refused)",
+	     SBX_E_PATH},
+	    {"symlink", "member 'evil/symlink' goes through a symlink (import refused)",
+	     SBX_E_PATH},
+	    {"symlink-parent", "member 'evil/same-layer' goes through a symlink (import refused)",
+	     SBX_E_PATH},
+	    {"hardlink", "member 'h' is a hard link out of the root (import refused)", SBX_E_PATH},
+	    {"hardlink-dotdot", "member 'h' is a hard link out of the root (import refused)",
+	     SBX_E_PATH},
+	    {"whiteout-symlink", "member 'lnk/.wh.victim' goes through a symlink (import refused)",
+	     SBX_E_PATH},
+	    {"opaque-symlink", "member 'lnk/.wh..wh..opq' goes through a symlink (import refused)",
+	     SBX_E_PATH},
+	    {"bad-digest",
+	     ", not sha256:0000000000000000000000000000000000000000000000000000000000000000",
+	     SBX_E_IO},
+	    {"not-an-archive", "is not a readable tar: Unrecognized archive format", SBX_E_IO},
+	};
+	char dir[700], target[700];
+	archives("hostile", dir, sizeof(dir));
+	archives("target", target, sizeof(target));
+	start_image("");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[900], prefix[1000];
+		snprintf(path, sizeof(path), "%s/%s.tar", dir, cases[i].file);
+		sbx_create_opts c = {.image = path};
+		SBX_INIT_HEADER(c);
+		cr_assert_eq(sbx_create(host, &c, ids[0], &err), cases[i].code, "%s: %s",
+			     cases[i].file, err.message);
+		snprintf(prefix, sizeof(prefix), "local: image archive %s", path);
+		cr_assert(strncmp(err.message, prefix, strlen(prefix)) == 0, "%s", err.message);
+		cr_assert_not_null(strstr(err.message, cases[i].msg), "%s", err.message);
+		ids[0][0] = '\0';
+	}
+	/* Nothing was written where they aimed, nothing half-made is left in the cache. */
+	char cmd[1600];
+	snprintf(cmd, sizeof(cmd),
+		 "ls -A %s; ls -A %s/plugins/local/.images/tmp; ls %s/.. | grep -c escape", target,
+		 state_dir, BUILD_DIR);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	char out[400] = "";
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	pclose(p);
+	cr_assert_str_eq(out, "victim\n0\n");
+	char img[1200];
+	cr_assert_eq(cached_images(img, sizeof(img)), 0);
+}
+
+Test(isolation, image_unknown_name_and_archive)
+{
+	char dir[700], extra[900];
+	archives("images", dir, sizeof(dir));
+	snprintf(extra, sizeof(extra), "    image_archives: %s\n", dir);
+	start_image(extra);
+	sbx_create_opts c = {.image = "no-such-image:2"};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, ids[0], &err), SBX_E_NOT_FOUND, "%s", err.message);
+	char want[1200];
+	snprintf(
+	    want, sizeof(want),
+	    "local: image 'no-such-image:2' (no-such-image:2) is in none of the 2 archives of %s",
+	    dir);
+	cr_assert_str_eq(err.message, want);
+	c.image = "/nonexistent/busybox.tar";
+	cr_assert_eq(sbx_create(host, &c, ids[0], &err), SBX_E_NOT_FOUND, "%s", err.message);
+	cr_assert_str_eq(
+	    err.message,
+	    "local: image archive /nonexistent/busybox.tar: No such file or directory");
+}
+
+Test(isolation, rootfs_dir_under_an_overlay)
+{
+	char dir[700], extra[900], probe[900];
+	archives("rootdir", dir, sizeof(dir));
+	snprintf(extra, sizeof(extra), "    rootfs: %s\n", dir);
+	start_image(extra);
+	fresh(0);
+	sbx_exec_result *r = run("cat /etc/hostname; echo $PATH; touch /bin/mine && echo wrote");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text,
+			 "rootdir\n/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+			 "wrote\n");
+	snprintf(probe, sizeof(probe), "%s/bin/mine", dir);
+	cr_assert_neq(access(probe, F_OK), 0, "the sandbox wrote into the folder: %s", probe);
+}
+
+Test(isolation, image_imported_without_root)
+{
+	char path[700];
+	archives("images/busybox-docker.tar", path, sizeof(path));
+	become_nobody();
+	start_image("");
+	fresh_image(0, path);
+	sbx_exec_result *r = run("id -u; ls -ln /bin/busybox | awk '{print $3}'; echo x > "
+				 "/etc/new && cat /etc/new");
+	cr_assert_eq(r->exit_code, 0, "%s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, "0\n0\nx\n");
+	char img[1200], bin[1400];
+	cr_assert_eq(cached_images(img, sizeof(img)), 1);
+	snprintf(bin, sizeof(bin), "%s/rootfs/bin/busybox", img);
+	struct stat sb;
+	cr_assert_eq(stat(bin, &sb), 0, "%s", bin);
+	cr_assert_eq(sb.st_uid, NOBODY);
+}
+
+/* ---- the writable layer's disk */
+
+/* "upper_bytes" and "cap_bytes" of sandbox k. */
+static void disk_of(size_t k, long long *used, long long *cap)
+{
+	char *json = NULL;
+	cr_assert_eq(sbx_sandbox_info(host, ids[k], &json, &err), SBX_OK, "%s", err.message);
+	const char *u = strstr(json, "\"upper_bytes\":");
+	const char *c = strstr(json, "\"cap_bytes\":");
+	cr_assert(u && c, "%s", json);
+	*used = strtoll(u + 14, NULL, 10);
+	*cap = strtoll(c + 12, NULL, 10);
+	sbx_free(json);
+}
+
+Test(isolation, disk_use_reported)
+{
+	one(NULL);
+	long long used, cap;
+	disk_of(0, &used, &cap);
+	cr_assert_eq(cap, 0);
+	cr_assert_lt(used, 1 << 20);
+	sbx_exec_result *r = run("head -c 3145728 /dev/urandom > /tmp/f && echo ok");
+	cr_assert_str_eq(r->stdout_text, "ok\n", "%s", r->stderr_text);
+	disk_of(0, &used, &cap);
+	cr_assert(used >= 3145728 && used < 4194304, "%lld bytes", used);
+	r = run("rm /tmp/f");
+	disk_of(0, &used, &cap);
+	cr_assert_lt(used, 1 << 20);
+}
+
+Test(isolation, disk_cap_stops_writes)
+{
+	one("    disk: 8M\n");
+	sbx_exec_result *r = run("dd if=/dev/zero of=/tmp/big bs=1M count=12");
+	cr_assert_eq(r->exit_code, 1);
+	cr_assert_not_null(strstr(r->stderr_text, "No space left on device"), "%s", r->stderr_text);
+	long long used, cap;
+	disk_of(0, &used, &cap);
+	cr_assert_eq(cap, 8 << 20);
+	cr_assert(used > (7 << 20) && used <= cap, "%lld bytes", used);
+	/* The work dir is the host's, outside the cap. */
+	r = run("head -c 9437184 /dev/zero > big && echo ok");
+	cr_assert_str_eq(r->stdout_text, "ok\n", "%s", r->stderr_text);
+	char *json = NULL;
+	cr_assert_eq(sbx_sandbox_info(host, ids[0], &json, &err), SBX_OK, "%s", err.message);
+	cr_assert_not_null(strstr(json, "{\"isolation\":\"namespaces\",\"rootfs\":\"host\","), "%s",
+			   json);
+	sbx_free(json);
+}
+
+Test(isolation, image_overlay_disk_capped)
+{
+	char path[700];
+	archives("images/busybox-docker.tar", path, sizeof(path));
+	start_image("    disk: 4M\n");
+	fresh_image(0, path);
+	sbx_exec_result *r =
+	    run("dd if=/dev/zero of=/bin/big bs=1M count=2 2>/dev/null && echo fits; "
+		"dd if=/dev/zero of=/etc/big bs=1M count=4 2>&1 | grep -c 'No space'");
+	cr_assert_str_eq(r->stdout_text, "fits\n1\n", "%s", r->stderr_text);
+	long long used, cap;
+	disk_of(0, &used, &cap);
+	cr_assert_eq(cap, 4 << 20);
+	cr_assert(used > (3 << 20) && used <= cap, "%lld bytes", used);
+	char *json = NULL;
+	cr_assert_eq(sbx_sandbox_info(host, ids[0], &json, &err), SBX_OK, "%s", err.message);
+	cr_assert_not_null(strstr(json, "\"rootfs\":\"image\""), "%s", json);
+	sbx_free(json);
+}
+
+/* The work dir is bound at its host path after the sandbox's /dev is made: a state dir on
+ * /dev/shm (the usual tmpfs) is not hidden by it. */
+Test(isolation, state_dir_under_dev_shm)
+{
+	snprintf(state_dir, sizeof(state_dir), "/dev/shm/sbx-iso-XXXXXX");
+	cr_assert_not_null(mkdtemp(state_dir));
+	start(NULL);
+	skip_unless_supported();
+	fresh(0);
+	sbx_exec_result *r = run("pwd && echo x > f && cat f && ls /dev/null");
+	char want[1200];
+	snprintf(want, sizeof(want), "%s/plugins/local/%s/work\nx\n/dev/null\n", state_dir, bid(0));
+	cr_assert_str_eq(r->stdout_text, want, "%s", r->stderr_text);
 }

@@ -1,8 +1,22 @@
 import asyncio
+import os
 import threading
+import time
 import unittest
 
 import sbx
+from proctable import alive
+
+LOCAL = {"data_source": {"sandbox": {"type": "local"}}}
+
+
+
+
+async def _until(pred, bound=20.0):
+    t0 = time.monotonic()
+    while not pred() and time.monotonic() - t0 < bound:
+        await asyncio.sleep(0.02)
+    return time.monotonic() - t0
 
 
 class AsyncTest(unittest.TestCase):
@@ -33,6 +47,80 @@ class AsyncTest(unittest.TestCase):
             async with sbx.AsyncHost() as h:
                 with self.assertRaises(sbx.SandboxNotFound):
                     await h.exec("local:0123456789abcdef", "true")
+        asyncio.run(main())
+
+
+class CancelTest(unittest.TestCase):
+    def test_cancelled_exec_kills_the_command_and_frees_its_worker(self):
+        marker = f"sbx-cancel-{os.getpid()}-{time.monotonic_ns()}"
+
+        async def main():
+            async with sbx.AsyncHost(LOCAL, max_workers=1) as h:
+                sid = await h.create()
+                task = asyncio.ensure_future(h.exec(sid, f"exec -a {marker} sleep 60"))
+                await _until(lambda: alive(marker))
+                self.assertTrue(alive(marker))
+                worker = next(iter(h._inflight.values()))
+                task.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await task
+                took = await _until(lambda: worker.done() and not alive(marker))
+                self.assertEqual(alive(marker), [])
+                self.assertLess(took, 10.0)  # sanity bound; ~0.2 s measured
+                # the one worker is free again: the next call runs at once
+                self.assertEqual((await h.exec(sid, "echo next")).stdout, "next\n")
+                await h.destroy(sid)
+        asyncio.run(main())
+
+    def test_cancel_before_the_command_started_still_kills_it(self):
+        marker = f"sbx-early-{os.getpid()}-{time.monotonic_ns()}"
+
+        async def main():
+            async with sbx.AsyncHost(LOCAL, max_workers=1) as h:
+                sid = await h.create()
+                task = asyncio.ensure_future(h.exec(sid, f"exec -a {marker} sleep 60"))
+                await asyncio.sleep(0)  # the call is on its worker, the command not yet up
+                worker = next(iter(h._inflight.values()))
+                task.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await task
+                await _until(worker.done, 40.0)
+                self.assertTrue(worker.done())  # well before the command's 60 s
+                self.assertEqual(alive(marker), [])
+                await h.destroy(sid)
+        asyncio.run(main())
+
+    def test_aclose_kills_running_commands_instead_of_waiting(self):
+        marker = f"sbx-aclose-{os.getpid()}-{time.monotonic_ns()}"
+
+        async def main():
+            h = sbx.AsyncHost(LOCAL)
+            sid = await h.create()
+            runs = [asyncio.ensure_future(h.exec(sid, f"exec -a {marker} sleep 60"))
+                    for _ in range(2)]
+            await _until(lambda: len(alive(marker)) == 2)
+            t0 = time.monotonic()
+            await h.aclose()
+            self.assertLess(time.monotonic() - t0, 10.0)  # not the commands' 60 s
+            self.assertEqual(alive(marker), [])
+            for r in runs:
+                self.assertEqual((await r).signal, 9)
+        asyncio.run(main())
+
+
+class ContextManagerTest(unittest.TestCase):
+    def test_sandbox_blocks_destroy_their_sandbox(self):
+        with sbx.Host(LOCAL) as h:
+            with h.sandbox() as sb:
+                self.assertEqual(sb.exec("echo in").stdout, "in\n")
+                sid = sb.id
+            self.assertEqual(h.status(sid), "gone")
+
+        async def main():
+            async with sbx.AsyncHost(LOCAL) as h:
+                async with await h.sandbox() as sb:
+                    self.assertEqual((await sb.exec("echo in")).stdout, "in\n")
+                self.assertEqual(await h.status(sb.id), "gone")
         asyncio.run(main())
 
 

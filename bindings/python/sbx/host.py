@@ -11,6 +11,7 @@ import json
 import os
 import re
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Union
@@ -348,6 +349,7 @@ class Host:
 
 
 CANCEL_ENV = "SBX_CANCEL_TOKEN"
+KILL_RETRY_S = 60.0  # how long a cancelled command is hunted for before giving up
 _TOKEN_OK = re.compile(r"[A-Za-z0-9_-]{8,64}")
 # $1 is NAME=token. One grep lists every process whose environment holds it (the killer's
 # own environment does not); rounds repeat while a fork could still add one.
@@ -481,19 +483,26 @@ class AsyncHost:
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
-            self._kill_soon(sandbox_id, token)
+            self._kill_soon(sandbox_id, token, fut)
             raise
         finally:
             self._inflight.pop(key, None)
 
-    def _kill_soon(self, sandbox_id: str, token: str) -> threading.Thread:
-        """Kills the command on a thread of its own: the pool may be full of running
-        commands, the kill must not queue behind them."""
+    def _kill_soon(self, sandbox_id: str, token: str, fut) -> threading.Thread:
+        """Kills the command on a thread of its own (the pool may be full of running
+        commands, the kill must not queue behind them), again and again until its call has
+        returned: a cancel that comes before the command has started finds nothing to kill
+        the first time."""
         def kill():
-            try:
-                self.host.cancel(sandbox_id, token)
-            except Exception:  # a gone sandbox has nothing left to kill
-                pass
+            pause, deadline = 0.02, time.monotonic() + KILL_RETRY_S
+            while not fut.done() and time.monotonic() < deadline:
+                try:
+                    self.host.cancel(sandbox_id, token)
+                except Exception:  # a gone sandbox has nothing left to kill
+                    return
+                if not fut.done():
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.5)
         t = threading.Thread(target=kill, name="sbx-cancel", daemon=True)
         t.start()
         return t
@@ -558,7 +567,8 @@ class AsyncHost:
     async def aclose(self):
         """Kills the commands still running, then waits for their workers and frees the host:
         it never waits on a command longer than killing it takes."""
-        kills = [self._kill_soon(sid, tok) for sid, tok in list(self._inflight)]
+        kills = [self._kill_soon(sid, tok, fut)
+                 for (sid, tok), fut in list(self._inflight.items())]
         loop = asyncio.get_running_loop()
         for t in kills:
             await loop.run_in_executor(None, t.join)

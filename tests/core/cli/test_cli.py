@@ -215,7 +215,8 @@ class Exec(unittest.TestCase):
         self.assertEqual((rc, out), (0, "running\n"))
         for args in (["--json", self.id], [self.id, "--json"]):
             rc, out, _ = run("status", *args, config=self.cfg)
-            self.assertEqual((rc, json.loads(out)), (0, {"id": self.id, "state": "running"}))
+            self.assertEqual((rc, json.loads(out)),
+                             (0, {"id": self.id, "state": "running", "backend": {}}))
         rc, out, _ = run("ls", "--json", config=self.cfg)
         self.assertEqual(rc, 0)
         rows = [r for r in json.loads(out) if r["id"] == self.id]
@@ -340,6 +341,9 @@ class Local(unittest.TestCase):
         self.assertEqual(self.sbx("status", self.id), (0, "paused\n", ""))
         self.assertEqual(self.sbx("resume", self.id), (0, "", ""))
         self.assertEqual(self.sbx("status", self.id), (0, "running\n", ""))
+        rc, out, _ = self.sbx("status", "--json", self.id)
+        self.assertEqual((rc, json.loads(out)), (0, {"id": self.id, "state": "running",
+                                                      "backend": {"isolation": "plain"}}))
 
     def test_nul_and_invalid_utf8_in_json(self):
         rc, out, _ = self.sbx("exec", "--json", self.id, "-c", r"printf 'a\0b\377c'")

@@ -226,8 +226,32 @@ class Fixture(unittest.TestCase):
 @unittest.skipUnless(local_available(), "the local plugin is not built")
 class Local(unittest.TestCase):
     def test_shipped_example(self):
-        out_path = os.path.join(TMP, "example-results.jsonl")
+        self.check_example(os.path.join(SOURCE_DIR, "examples/local.yaml"), "plain")
+
+    def test_shipped_example_isolated_by_one_value(self):
+        """README: `isolation: namespaces` in examples/local.yaml runs every task isolated."""
+        rc, out, _ = run("plugins", "--json", registry=BUILD_REGISTRY)
+        local = [p for p in json.loads(out) if p["alias"] == "local"][0]
+        levels = local["backend"]["backend"]["levels"]["namespaces"]
+        if not levels["supported"]:
+            self.skipTest("the isolated level is not supported here: " + levels["why"])
+        with open(os.path.join(SOURCE_DIR, "examples/local.yaml")) as f:
+            text = f.read()
+        self.assertEqual(text.count("    isolation: plain\n"), 1)
+        cfg = write("example-isolated.yaml",
+                    text.replace("    isolation: plain\n", "    isolation: namespaces\n"))
+        self.check_example(cfg, "namespaces")
+        # The example's limited data source, named by a task.
+        tasks = write("isolated.jsonl", json.dumps(
+            {"id": "pid1", "data_source": "isolated", "commands": ["cat /proc/1/comm"]}) + "\n")
         rc, out, err = run("rollout", "--config", os.path.join(SOURCE_DIR, "examples/local.yaml"),
+                           tasks, registry=BUILD_REGISTRY)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["commands"][0]["stdout"], "sbx-init\n")
+
+    def check_example(self, config, isolation):
+        out_path = os.path.join(TMP, "example-results-%s.jsonl" % isolation)
+        rc, out, err = run("rollout", "--config", config,
                            "--output", out_path, os.path.join(SOURCE_DIR, "examples/tasks.jsonl"),
                            registry=BUILD_REGISTRY, timeout=200)
         self.assertEqual((rc, out), (0, ""), err)

@@ -467,6 +467,23 @@ Test(host, backend_info_wraps_the_plugin_json)
 	sbx_host_free(h);
 }
 
+Test(host, sandbox_info_is_the_plugins_or_empty)
+{
+	sbx_host *h = new_host(config_text);
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	char *json = NULL;
+	sbx_error err = {0};
+	/* hfix has no sandbox_info: nothing to say about its sandbox. */
+	cr_assert_eq(sbx_sandbox_info(h, id, &json, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(json, "{}");
+	sbx_free(json);
+	cr_assert_eq(sbx_sandbox_info(h, "nope:1", &json, &err), SBX_E_UNKNOWN_ALIAS);
+	cr_assert_null(json);
+	cr_assert_eq(sbx_sandbox_info(h, id, NULL, &err), SBX_E_INVAL);
+	sbx_host_free(h);
+}
+
 Test(host, alias_without_data_source_uses_registry_defaults)
 {
 	sbx_host *h = new_host("data_source:\n  sandbox:\n    type: hfix2\n");

@@ -128,7 +128,7 @@ def extract_dataclass_init_kwargs(cls, m: Mapping[str, Any], *, ignore_extra: bo
     names = {f.name for f in fields(cls) if f.init}
     extra = set(m) - names
     if extra and not ignore_extra:
-        raise TypeError(f"Unexpected keys for {cls.__name__}: {sorted(extra)}")
+        raise TypeError(f"Unexpected keys: {sorted(extra)}")
     return {k: v for k, v in m.items() if k in names}
 
 
@@ -307,18 +307,21 @@ def clean_shell_output(text: str) -> str:
     return "\n".join(out)
 
 
-def smart_truncate(stdout: str, stderr: str, output_dir: str, threshold: int, head: int,
-                   tail: int):
-    """NexAU's rule: under `threshold` characters for both streams together nothing changes
-    and the lengths are None; else each stream longer than head + tail keeps its head and
-    tail around a marker naming its file."""
+def smart_truncate_output(stdout: str, stderr: str, output_dir: str,
+                          threshold: int = DEFAULT_OUTPUT_CHAR_THRESHOLD,
+                          head_chars: int = TRUNCATE_HEAD_CHARS,
+                          tail_chars: int = TRUNCATE_TAIL_CHARS):
+    """NexAU's rule: both streams cleaned first; under `threshold` characters for both
+    together nothing more changes and the lengths are None; else each stream longer than
+    head + tail keeps its head and tail around a marker naming its file."""
+    stdout, stderr = clean_shell_output(stdout), clean_shell_output(stderr)
     if len(stdout) + len(stderr) < threshold:
         return stdout, stderr, False, None, None
 
     def cut(text: str, name: str) -> str:
-        if len(text) <= head + tail:
+        if len(text) <= head_chars + tail_chars:
             return text
-        omitted = len(text) - head - tail
-        return (f"{text[:head]}\n\n... [{omitted:,} characters omitted] ...\n"
-                f"(Full output: {output_dir}/{name}.txt)\n\n{text[len(text) - tail:]}")
+        omitted = len(text) - head_chars - tail_chars
+        return (f"{text[:head_chars]}\n\n... [{omitted:,} characters omitted] ...\n"
+                f"(Full output: {output_dir}/{name}.txt)\n\n{text[len(text) - tail_chars:]}")
     return cut(stdout, "stdout"), cut(stderr, "stderr"), True, len(stdout), len(stderr)

@@ -1,16 +1,24 @@
 """NexAU's sandbox layer over sbx: `SbxSandbox` and `SbxSandboxManager`.
 
-With NexAU importable, `SbxSandbox` is a subclass of its `BaseSandbox` and returns its own
-result types (`CommandResult`, `FileOperationResult`, `FileInfo`, `CodeExecutionResult`,
-`SandboxStatus`) and raises its own exceptions; `SbxSandboxManager` is a `BaseSandboxManager`,
-so NexAU's `Agent(sandbox_manager=...)` takes it. Without NexAU the same names come from
+With NexAU importable, `SbxSandbox` is a subclass of its `BaseSandbox`, returns its own result
+types (`CommandResult`, `FileOperationResult`, `FileInfo`, `CodeExecutionResult`,
+`SandboxStatus`), raises its own exceptions and truncates with its own
+`smart_truncate_output`; `SbxSandboxManager` is a `BaseSandboxManager`, so NexAU's
+`Agent(sandbox_manager=...)` takes it. Without NexAU the same names come from
 `sbx.adapters._nexau_types` (same fields), so this module still imports.
 
 Drop-in for `LocalSandbox`: `SbxSandbox(sandbox_id=..., work_dir=...)` runs on sbx's `local`
-backend with `work_dir` as every command's directory and the base of relative paths (the
-backend's `share_dir`: the host folder itself, as LocalSandbox uses it). Another backend is
-chosen with `sandbox_config={"type": "docker", ...}` (the sbx config block) or an existing
-`host=`; there `work_dir` is a path inside the sandbox. Timeouts are in milliseconds.
+backend with `work_dir` as the host folder every command starts in (the backend's
+`share_dir`); paths outside it are the host's, as they are for LocalSandbox (the host temp
+dir holds NexAU's output folders). Another backend is chosen with
+`sandbox_config={"type": "docker", ...}` (an sbx config block) or an existing `host=`; there
+every path is inside the sandbox, `work_dir` is a folder in it and the temp dir is its /tmp,
+as for NexAU's E2BSandbox. Timeouts are in milliseconds.
+
+Output: every command writes NexAU's output folder (`<temp>/nexau_bash_tool_results/<hex>/`
+with command.txt, stdout.txt, stderr.txt) inside the sandbox and the result is cleaned and cut
+as NexAU does. `clean_output=False` opts out: the output is sbx's own (no cleaning, cut only
+where sbx cut it, the full files in sbx's per-call folder on the host).
 """
 import codecs
 import fnmatch
@@ -20,19 +28,23 @@ import posixpath
 import re
 import shlex
 import shutil
+import signal
 import stat as stat_mod
 import sys
+import tempfile
 import threading
 import time
 import uuid
 import weakref
 from dataclasses import InitVar, dataclass, field, fields
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ..errors import BadId, PathError, SandboxNotFound, SbxError
+from ..errors import BadId, SandboxNotFound, SbxError
 from ..host import Host
+from ..jobs import JobTimeout
+from ._nexau_io import HostFiles, SbxFiles
 
 logger = logging.getLogger(__name__)
 
@@ -40,32 +52,36 @@ try:  # NexAU's own types when NexAU is there
     from nexau.archs.sandbox.base_sandbox import (  # type: ignore
         BaseSandbox, BaseSandboxManager, CodeExecutionResult, CodeLanguage, CommandResult,
         FileInfo, FileOperationResult, SandboxError, SandboxExecutionError, SandboxFileError,
-        SandboxStatus, SandboxTimeoutError, extract_dataclass_init_kwargs)
+        SandboxStatus, SandboxTimeoutError, extract_dataclass_init_kwargs,
+        smart_truncate_output)
     UPSTREAM = True
 except ImportError:
     from ._nexau_types import (  # noqa: F401
         BaseSandbox, BaseSandboxManager, CodeExecutionResult, CodeLanguage, CommandResult,
         FileInfo, FileOperationResult, SandboxError, SandboxExecutionError, SandboxFileError,
-        SandboxStatus, SandboxTimeoutError, extract_dataclass_init_kwargs)
+        SandboxStatus, SandboxTimeoutError, extract_dataclass_init_kwargs,
+        smart_truncate_output)
     UPSTREAM = False
 
-try:
-    from nexau.archs.sandbox.output_utils import clean_shell_output  # type: ignore
-except ImportError:
-    from ._nexau_types import clean_shell_output
-
-from ._nexau_types import HEREDOC_RE, smart_truncate
+from ._nexau_types import HEREDOC_RE
 
 DEFAULT_TIMEOUT_MS = 120_000  # NexAU's execute_shell default
-_STATUS_OK = ("running", "paused", "creating")
+KILL_GRACE_S = 5.0  # LocalSandbox's SIGTERM -> SIGKILL grace
+_LIVE = ("running", "paused", "creating")
+_ISOLATING_KEYS = ("isolation", "rootfs", "image")
+
+# argv: OUTDIR COMMAND. NexAU's output folder, then the command with its streams in it.
+_WRAP = r"""d=$1 c=$2
+mkdir -p "$d" && printf '%s' "$c" > "$d/command.txt" ||
+  { echo "sbx-nexau: cannot make the output folder $d" >&2; exit 125; }
+if command -v bash >/dev/null 2>&1; then
+  exec bash -c "$c" >"$d/stdout.txt" 2>"$d/stderr.txt" </dev/null
+fi
+exec sh -c "$c" >"$d/stdout.txt" 2>"$d/stderr.txt" </dev/null"""
 
 
 def _fmt_time(t: float) -> str:
     return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _perm(mode: int) -> str:
-    return stat_mod.filemode(mode)[1:]
 
 
 def _decode_text(data: bytes, encoding: str) -> str:
@@ -75,6 +91,7 @@ def _decode_text(data: bytes, encoding: str) -> str:
 
 
 def _detect_encoding(data: bytes) -> str:
+    """NexAU's rule: chardet's answer above 0.7 confidence, else utf-8."""
     try:
         import chardet  # type: ignore
         got = chardet.detect(data)
@@ -83,8 +100,36 @@ def _detect_encoding(data: bytes) -> str:
     except ImportError:
         pass
     except Exception as e:  # chardet failing says nothing about the file
-        logger.warning("encoding detection failed: %s", e)
+        logger.warning("Error detecting encoding: %s", e)
     return "utf-8"
+
+
+def _splice(raw: bytes, text: str, encoding: str, start: int, old: str, new: str) -> bytes:
+    """raw with the encoded `old` at text offset `start` replaced by `new`, every other byte
+    kept as it was read; a codec whose bytes do not line up gets the text re-encoded."""
+    enc = codecs.getincrementalencoder(encoding)()
+    head = enc.encode(text[:start])
+    old_b = enc.encode(old)
+    enc2 = codecs.getincrementalencoder(encoding)()
+    enc2.encode(text[:start])
+    new_b = enc2.encode(new)
+    end = len(head) + len(old_b)
+    if raw[:len(head)] == head and raw[len(head):end] == old_b:
+        return raw[:len(head)] + new_b + raw[end:]
+    return (text[:start] + new + text[start + len(old):]).encode(encoding)
+
+
+def _host_join(base: str, *parts: str) -> str:
+    """NexAU's join_path: Windows rules for a drive or backslash base, else POSIX."""
+    if re.match(r"^[A-Za-z]:[\\/]", base) or "\\" in base:
+        wp = PureWindowsPath(base)
+        for x in parts:
+            wp = wp / str(x)
+        return str(wp)
+    pp = PurePosixPath(base)
+    for x in parts:
+        pp = pp / str(x)
+    return str(pp)
 
 
 @dataclass(kw_only=True)
@@ -103,26 +148,36 @@ class SbxSandbox(BaseSandbox):
         # Plain attributes, not dataclass fields: asdict()/dict() see only NexAU's state.
         self.host = host
         self._sbx_id: Optional[str] = None
-        self._owns = self._owns_host = self._home_mode = self._local_python = False
+        self._owns = False
+        self._owns_host = host is None
+        self._host_paths = False  # LocalSandbox mode (module doc)
+        self._home_mode = False  # work_dir is the backend's own home: paths go relative
         self._tmp: Optional[str] = None
         self._lock = threading.RLock()
         self._finalizer = None
-        if self.host is None:
+        self._block = None
+        if host is None:
             block = dict(self.sandbox_config or {"type": "local"})
             block.setdefault("type", "local")
-            if block["type"] == "local" and self.work_dir is not None:
-                Path(self.work_dir).mkdir(parents=True, exist_ok=True)
-                block.setdefault("share_dir", os.path.abspath(str(self.work_dir)))
-                self.work_dir = Path(block["share_dir"])
-                self._home_mode = True
-                self._local_python = True  # the host's own files and programs
-            block.setdefault("output_char_threshold", self.output_char_threshold)
-            block.setdefault("truncate_head_chars", self.truncate_head_chars)
-            block.setdefault("truncate_tail_chars", self.truncate_tail_chars)
-            self.host = Host({"sandbox_config": block})
-            self._owns_host = True
+            if (block["type"] == "local" and self.work_dir is not None and
+                    not any(k in block for k in _ISOLATING_KEYS + ("share_dir",))):
+                self.work_dir = Path(os.path.abspath(str(self.work_dir)))
+                block["share_dir"] = str(self.work_dir)
+                self._host_paths = self._home_mode = True
+            for k in ("output_char_threshold", "truncate_head_chars", "truncate_tail_chars"):
+                block.setdefault(k, getattr(self, k))
+            self._block = block
 
     # ---- lifecycle -------------------------------------------------------------------
+
+    def _host(self) -> Host:
+        if self.host is None:
+            with self._lock:
+                if self.host is None:
+                    if self._host_paths:  # share_dir must exist before the backend starts
+                        Path(self.work_dir).mkdir(parents=True, exist_ok=True)
+                    self.host = Host({"sandbox_config": self._block})
+        return self.host
 
     def _ensure(self) -> str:
         """The sbx id, attaching to `sandbox_id` if it is live, else creating one."""
@@ -131,14 +186,14 @@ class SbxSandbox(BaseSandbox):
         with self._lock:
             if self._sbx_id is not None:
                 return self._sbx_id
-            h = self.host
+            h = self._host()
             sid = None
             if self.sandbox_id:
                 try:
                     st = h.status(self.sandbox_id)
                     if st == "paused":
                         h.resume(self.sandbox_id)
-                    if st in _STATUS_OK:
+                    if st in _LIVE:
                         sid = self.sandbox_id
                 except (BadId, SandboxNotFound):
                     pass  # a name, not a live sandbox (LocalSandbox ids are labels)
@@ -160,21 +215,45 @@ class SbxSandbox(BaseSandbox):
             return sid
 
     def start(self) -> str:
+        """Makes (or attaches) the sbx sandbox now; returns its id."""
         return self._ensure()
 
     def close(self) -> None:
         """Destroys the sandbox if this object made it; frees a host it made."""
         with self._lock:
+            self._sweep_jobs()
             fin, self._finalizer = self._finalizer, None
             if fin is not None:
                 fin()
             elif self._owns_host and self.host is not None:
                 self.host.close()
+            if self._owns_host:
+                self.host = None
             self._sbx_id = None
 
     def stop(self) -> bool:
         self.close()
         return True
+
+    def _sweep_jobs(self, force: bool = False) -> None:
+        """In LocalSandbox mode the jobs' folders live in the user's work dir: a closing
+        sandbox ends its tasks and leaves no `.sbx` behind there (kept if others use it)."""
+        if not (self._host_paths and self._sbx_id and (self._owns or force)):
+            return
+        for pid in list(self._background_tasks):
+            task = self._background_tasks[pid]
+            if not task["finished"]:
+                try:
+                    task["job"].kill(signal.SIGKILL)
+                    task["job"].wait(10)
+                except (SbxError, JobTimeout):
+                    pass
+            self._forget_job(task)
+        for d in (".sbx/jobs", ".sbx"):
+            try:
+                os.rmdir(os.path.join(str(self.work_dir), d))
+            except OSError:
+                break
 
     def detach(self) -> Optional[str]:
         """Stops owning the sandbox (it outlives this object); returns its id."""
@@ -188,16 +267,18 @@ class SbxSandbox(BaseSandbox):
     def destroy(self) -> None:
         """Destroys the sandbox whoever made it (a gone one counts as destroyed)."""
         with self._lock:
+            self._sweep_jobs(force=True)
             sid = self._sbx_id or self.sandbox_id
             self.detach()
             if sid:
                 try:
-                    self.host.destroy(sid)
+                    self._host().destroy(sid)
                 except (SandboxNotFound, BadId):
                     pass
             self._sbx_id = None
-            if self._owns_host:
+            if self._owns_host and self.host is not None:
                 self.host.close()
+                self.host = None
 
     def __enter__(self):
         return self
@@ -208,20 +289,22 @@ class SbxSandbox(BaseSandbox):
     # ---- paths and helpers -------------------------------------------------------------
 
     def get_temp_dir(self) -> str:
-        """A temp folder the sandbox's file ops reach: /tmp where the backend allows it,
-        else `.tmp` beneath the work dir (the local backend confines files there)."""
+        """The host's temp dir in LocalSandbox mode (as LocalSandbox); else the sandbox's
+        /tmp where its file operations reach it, else `.nexau_tmp` in the work dir."""
         if self._tmp is None:
-            sid = self._ensure()
-            try:
-                self.host.stat(sid, "/tmp")
-                self._tmp = "/tmp"
-            except SbxError:
-                self._tmp = self.join_path(str(self.work_dir), ".nexau_tmp")
+            if self._host_paths:
+                self._tmp = tempfile.gettempdir()
+            else:
+                sid = self._ensure()
+                try:
+                    self._host().stat(sid, "/tmp")
+                    self._tmp = "/tmp"
+                except SbxError:
+                    self._tmp = self.join_path(str(self.work_dir), ".nexau_tmp")
         return self._tmp
 
     def join_path(self, base_path, *parts) -> str:
-        p = PurePath_join(str(base_path), *[str(x) for x in parts])
-        return p
+        return _host_join(str(base_path), *[str(x) for x in parts])
 
     def get_bash_tool_results_base_path(self) -> str:
         return self.join_path(self.get_temp_dir(), "nexau_bash_tool_results")
@@ -233,9 +316,10 @@ class SbxSandbox(BaseSandbox):
         return str(path)
 
     def get_python_command(self) -> str:
-        """python3; on the local backend in LocalSandbox's mode this Python, as NexAU's
-        LocalSandbox does."""
-        return shlex.quote(sys.executable) if self._local_python and sys.executable else "python3"
+        """python3; in LocalSandbox mode this Python, as LocalSandbox does."""
+        if self._host_paths and sys.executable:
+            return shlex.quote(sys.executable)
+        return "python3"
 
     def _merge_envs(self, per_call: Optional[Dict[str, str]] = None) -> Optional[Dict[str, str]]:
         if not self.envs and not per_call:
@@ -243,6 +327,12 @@ class SbxSandbox(BaseSandbox):
         merged = dict(self.envs or {})
         merged.update(per_call or {})
         return merged or None
+
+    def _exec_env(self, per_call: Optional[Dict[str, str]]) -> Dict[str, str]:
+        env = dict(self._merge_envs(per_call) or {})
+        if self._host_paths and "HOME" in os.environ:
+            env.setdefault("HOME", os.environ["HOME"])  # LocalSandbox keeps the user's HOME
+        return env
 
     def prepare_shell_command(self, command: str, script_dir: Optional[str] = None) -> str:
         """A command with a heredoc is written to a script and run as `bash <script>`, so
@@ -266,18 +356,42 @@ class SbxSandbox(BaseSandbox):
         base = str(self.work_dir) if self.work_dir is not None else "."
         return posixpath.normpath(posixpath.join(base, p))
 
-    def _sb(self, path: Union[str, Path]) -> str:
-        """The path as sbx gets it: beneath work_dir and work_dir the backend's own home, it
-        goes relative (the local backend confines file ops to the sandbox's home)."""
-        self._ensure()
+    def _beneath_work(self, a: str) -> Optional[str]:
+        """`a` relative to work_dir ("." for itself), or None when it is outside."""
+        w = posixpath.normpath(str(self.work_dir))
+        if a == w:
+            return "."
+        if a.startswith(w.rstrip("/") + "/"):
+            return a[len(w.rstrip("/")) + 1:]
+        return None
+
+    def _route(self, path: Union[str, Path]) -> Tuple[Any, str]:
+        """(files, path as they take it) for a NexAU path."""
+        sid = self._ensure()
         a = self._abs(path)
         if self._home_mode:
-            w = posixpath.normpath(str(self.work_dir))
-            if a == w:
-                return "."
-            if a.startswith(w.rstrip("/") + "/"):
-                return a[len(w.rstrip("/")) + 1:]
+            rel = self._beneath_work(a)
+            if rel is not None:
+                return SbxFiles(self._host(), sid), rel
+            if self._host_paths:
+                return HostFiles(), a
+        return SbxFiles(self._host(), sid), a
+
+    def _cwd(self, cwd: Optional[str]) -> Optional[str]:
+        if self._host_paths:  # the host folder itself, so pwd and $PWD say what LocalSandbox's do
+            return self._abs(cwd or ".")
+        if not cwd:
+            return None
+        a = self._abs(cwd)
+        if self._home_mode:
+            rel = self._beneath_work(a)
+            if rel is not None:
+                return None if rel == "." else rel
         return a
+
+    def _stat(self, path: str):
+        files, p = self._route(path)
+        return files.stat(p)
 
     def dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
@@ -296,26 +410,29 @@ class SbxSandbox(BaseSandbox):
 
     # ---- commands ----------------------------------------------------------------------
 
-    def _full(self, shown: str, truncated: bool, file: Optional[str]) -> str:
-        if not truncated or not file:
-            return shown
-        try:
-            return Path(file).read_bytes().decode("utf-8", "replace")
-        except OSError:
-            return shown
+    def _out_dir(self) -> str:
+        return self.join_path(self.get_bash_tool_results_base_path(), uuid.uuid4().hex[:8])
 
-    def _shape_output(self, r) -> tuple:
-        """(stdout, stderr, truncated, orig_out, orig_err) the way NexAU reports them."""
-        if self.clean_output:
-            out = self._full(r.stdout, r.truncated, r.stdout_file)
-            err = self._full(r.stderr, r.truncated, r.stderr_file)
-            return smart_truncate(clean_shell_output(out), clean_shell_output(err),
-                                  r.output_dir or "", self.output_char_threshold,
-                                  self.truncate_head_chars, self.truncate_tail_chars)
-        if r.truncated:
-            return (r.stdout, r.stderr, True, r.original_stdout_length,
-                    r.original_stderr_length)
-        return r.stdout, r.stderr, False, None, None
+    def _read_outputs(self, out_dir: str) -> Tuple[str, str]:
+        got = []
+        for name in ("stdout.txt", "stderr.txt"):
+            try:
+                files, p = self._route(f"{out_dir}/{name}")
+                data = files.read(p)
+            except (SbxError, OSError):
+                data = b""
+            got.append(data.decode("utf-8", "replace"))
+        return got[0], got[1]
+
+    def _files_of(self, out_dir: Optional[str]) -> Dict[str, Optional[str]]:
+        return dict(output_dir=out_dir,
+                    stdout_file=f"{out_dir}/stdout.txt" if out_dir else None,
+                    stderr_file=f"{out_dir}/stderr.txt" if out_dir else None)
+
+    def _cut(self, out: str, err: str, out_dir: str):
+        return smart_truncate_output(out, err, out_dir, threshold=self.output_char_threshold,
+                                     head_chars=self.truncate_head_chars,
+                                     tail_chars=self.truncate_tail_chars)
 
     def execute_bash(self, command: str, timeout: Optional[int] = None, cwd: Optional[str] = None,
                      user: Optional[str] = None, envs: Optional[Dict[str, str]] = None,
@@ -330,48 +447,83 @@ class SbxSandbox(BaseSandbox):
         t0 = time.monotonic()
         if timeout is None:
             timeout = DEFAULT_TIMEOUT_MS
+        if user is not None and self._host_paths:
+            logger.warning("User %s is not used in local sandbox.", user)
+            user = None
         try:
             sid = self._ensure()
             command = self.prepare_shell_command(command)
-            where = self._sb(cwd) if cwd else self._sb(".")
-            where = None if where == "." else where
+            where = self._cwd(cwd)
+            env = self._exec_env(envs)
             if background:
-                return self._bg_start(sid, command, where, user, envs, t0)
-            r = self.host.exec(sid, command, cwd=where, env=self._merge_envs(envs), user=user,
-                               timeout=timeout / 1000.0 if timeout > 0 else 0)
+                return self._bg_start(sid, command, where, user, env, t0)
+            secs = timeout / 1000.0 if timeout > 0 else 0
+            if not self.clean_output:
+                return self._run_plain(sid, command, where, user, env, secs, timeout)
+            out_dir = self._out_dir()
+            r = self._host().exec(sid, ["/bin/sh", "-c", _WRAP, "sbx-nexau", out_dir, command],
+                                  cwd=where, env=env, user=user, timeout=secs)
         except (SbxError, SandboxError, OSError) as e:
             return CommandResult(status=SandboxStatus.ERROR, stdout="", stderr="", exit_code=-1,
                                  duration_ms=int((time.monotonic() - t0) * 1000),
                                  error=f"Execution failed: {e}", truncated=False)
-        out, err, cut, o_out, o_err = self._shape_output(r)
+        if r.exit_code == 125 and not r.timed_out and r.stderr.startswith("sbx-nexau:"):
+            return CommandResult(status=SandboxStatus.ERROR, stdout="", stderr=r.stderr,
+                                 exit_code=-1, duration_ms=int(r.duration * 1000),
+                                 error=f"Execution failed: {r.stderr.strip()}")
+        out, err, cut, o_out, o_err = self._cut(*self._read_outputs(out_dir), out_dir)
+        return self._result(r, timeout, out, err, cut, o_out, o_err, out_dir)
+
+    def _run_plain(self, sid, command, where, user, env, secs, timeout) -> CommandResult:
+        """clean_output=False: sbx's own output, cut only where sbx cut it."""
+        r = self._host().exec(sid, command, cwd=where, env=env, user=user, timeout=secs)
+        lens = ((r.original_stdout_length, r.original_stderr_length) if r.truncated
+                else (None, None))
+        res = self._result(r, timeout, r.stdout, r.stderr, r.truncated, *lens, None)
+        res.output_dir, res.stdout_file, res.stderr_file = (r.output_dir, r.stdout_file,
+                                                            r.stderr_file)
+        return res
+
+    @staticmethod
+    def _result(r, timeout, out, err, cut, o_out, o_err, out_dir) -> CommandResult:
         if r.timed_out:
             status, code = SandboxStatus.TIMEOUT, (-r.signal if r.signal else -1)
             error = f"Command timed out after {timeout}ms"
-        elif r.exit_code == 0:
-            status, code, error = SandboxStatus.SUCCESS, 0, None
         else:
-            status, code = SandboxStatus.ERROR, r.exit_code
-            error = f"Command failed with exit code {r.exit_code}"
+            code = -r.signal if r.signal else r.exit_code
+            status = SandboxStatus.SUCCESS if code == 0 else SandboxStatus.ERROR
+            error = None if code == 0 else f"Command failed with exit code {code}"
         return CommandResult(status=status, stdout=out, stderr=err, exit_code=code,
                              duration_ms=int(r.duration * 1000), error=error, truncated=cut,
                              original_stdout_length=o_out, original_stderr_length=o_err,
-                             output_dir=r.output_dir, stdout_file=r.stdout_file,
-                             stderr_file=r.stderr_file)
+                             output_dir=out_dir,
+                             stdout_file=f"{out_dir}/stdout.txt" if out_dir else None,
+                             stderr_file=f"{out_dir}/stderr.txt" if out_dir else None)
 
-    # ---- background tasks ----------------------------------------------------------------
+    # ---- background tasks: sbx jobs ------------------------------------------------------
 
-    def _bg_start(self, sid, command, where, user, envs, t0) -> CommandResult:
-        from ._bg import start_task
-        task = start_task(self, sid, command, where, user, self._merge_envs(envs))
-        self._background_tasks[task.pid] = task
+    def _bg_start(self, sid, command, where, user, env, t0) -> CommandResult:
+        out_dir = self._out_dir()
+        job = self._host().exec(sid, ["/bin/sh", "-c", _WRAP, "sbx-nexau", out_dir, command],
+                                cwd=where, env=env, user=user, background=True)
+        st = job.status()
+        deadline = time.monotonic() + 30
+        while st.pid <= 0 and st.running and time.monotonic() < deadline:
+            time.sleep(0.01)  # the supervisor has not started the command yet
+            st = job.status()
+        pid = st.pid if st.pid > 0 else -len(self._background_tasks) - 1
+        while pid in self._background_tasks:  # a pid the sandbox reused
+            pid = -abs(pid) - 1
+        self._background_tasks[pid] = {
+            "job": job, "job_id": job.id, "command": command, "start_time": time.time(),
+            "t0": t0, "finished": not st.running, "exit_code": -1, "error": None,
+            "std_output_dir": out_dir, "stdout_file": f"{out_dir}/stdout.txt",
+            "stderr_file": f"{out_dir}/stderr.txt"}
         return CommandResult(
             status=SandboxStatus.SUCCESS,
-            stdout=f"Background task started (pid: {task.pid})\n"
-                   f"Output will be saved to {task.output_dir}/",
+            stdout=f"Background task started (pid: {pid})\nOutput will be saved to {out_dir}/",
             stderr="", exit_code=0, duration_ms=int((time.monotonic() - t0) * 1000),
-            background_pid=task.pid, output_dir=task.output_dir,
-            stdout_file=f"{task.output_dir}/stdout.txt",
-            stderr_file=f"{task.output_dir}/stderr.txt")
+            background_pid=pid, **self._files_of(out_dir))
 
     @staticmethod
     def _not_found(pid: int) -> CommandResult:
@@ -382,39 +534,71 @@ class SbxSandbox(BaseSandbox):
         task = self._background_tasks.get(pid)
         if task is None:
             return self._not_found(pid)
-        done, code, error = task.poll()
-        out, err = task.output()
-        if self.clean_output:
-            out, err = clean_shell_output(out), clean_shell_output(err)
-        out, err, cut, o_out, o_err = smart_truncate(
-            out, err, task.output_dir, self.output_char_threshold, self.truncate_head_chars,
-            self.truncate_tail_chars)
-        files = dict(output_dir=task.output_dir, stdout_file=f"{task.output_dir}/stdout.txt",
-                     stderr_file=f"{task.output_dir}/stderr.txt")
-        ms = int((time.monotonic() - task.t0) * 1000)
-        if done:
-            return CommandResult(status=SandboxStatus.SUCCESS if code == 0 else SandboxStatus.ERROR,
-                                 stdout=out, stderr=err, exit_code=code, duration_ms=ms,
-                                 error=error, truncated=cut, original_stdout_length=o_out,
-                                 original_stderr_length=o_err, background_pid=pid, **files)
-        return CommandResult(status=SandboxStatus.RUNNING, stdout=out, stderr=err, exit_code=-1,
-                             duration_ms=ms, truncated=cut, original_stdout_length=o_out,
-                             original_stderr_length=o_err, background_pid=pid, **files)
+        ms = int((time.monotonic() - task["t0"]) * 1000)
+        out_dir = task["std_output_dir"]
+        running = False
+        if not task["finished"]:
+            try:
+                st = task["job"].status()
+            except SbxError as e:
+                return CommandResult(status=SandboxStatus.ERROR, stderr=str(e), exit_code=-1,
+                                     duration_ms=ms, error=f"Background task status failed: {e}",
+                                     background_pid=pid, **self._files_of(out_dir))
+            running = st.running
+            if not running:
+                if st.state == "lost":
+                    code, error = -1, "Background task lost: its supervisor in the sandbox is gone"
+                else:
+                    code = -st.signal if st.signal else st.exit_code
+                    error = None if code == 0 else f"Command failed with exit code {code}"
+                task.update(finished=True, exit_code=code, error=error)
+                self._forget_job(task)
+        out, err, cut, o_out, o_err = self._cut(*self._read_outputs(out_dir), out_dir)
+        common = dict(stdout=out, stderr=err, duration_ms=ms, truncated=cut,
+                      original_stdout_length=o_out, original_stderr_length=o_err,
+                      background_pid=pid, **self._files_of(out_dir))
+        if running:
+            return CommandResult(status=SandboxStatus.RUNNING, exit_code=-1, **common)
+        code = task["exit_code"]
+        return CommandResult(status=SandboxStatus.SUCCESS if code == 0 else SandboxStatus.ERROR,
+                             exit_code=code, error=task["error"], **common)
+
+    def _forget_job(self, task) -> None:
+        """Removes an ended job's folder (.sbx/jobs/<hex> beneath the backend's work dir, in
+        LocalSandbox mode the user's own folder); its outcome stays in the task and its output
+        in NexAU's output folder."""
+        hexid = task["job_id"].split("@", 1)[0]
+        try:
+            SbxFiles(self._host(), self._ensure()).remove(f".sbx/jobs/{hexid}", recursive=True)
+        except (SbxError, OSError) as e:
+            logger.debug("job folder %s: %s", hexid, e)
 
     def kill_background_task(self, pid: int) -> CommandResult:
+        """SIGTERM to the task's whole tree, SIGKILL after a grace (LocalSandbox's 5 s) if
+        it is still there; the task is forgotten."""
         task = self._background_tasks.get(pid)
         if task is None:
             return self._not_found(pid)
+        job = task["job"]
         try:
-            task.kill()
-        except (SbxError, OSError) as e:
+            job.kill(signal.SIGTERM)
+            try:
+                job.wait(KILL_GRACE_S)
+            except JobTimeout:
+                job.kill(signal.SIGKILL)
+                try:
+                    job.wait(10)
+                except JobTimeout:
+                    logger.warning("background task %s: still running after SIGKILL", pid)
+        except SbxError as e:
             return CommandResult(status=SandboxStatus.ERROR, stderr=str(e), exit_code=-1,
                                  error=f"Failed to kill background task: {str(e)[:200]}",
                                  background_pid=pid)
         self._background_tasks.pop(pid, None)
+        self._forget_job(task)
         return CommandResult(status=SandboxStatus.SUCCESS,
                              stdout=f"Background task (pid={pid}) killed successfully",
-                             exit_code=0, duration_ms=int((time.monotonic() - task.t0) * 1000),
+                             exit_code=0, duration_ms=int((time.monotonic() - task["t0"]) * 1000),
                              background_pid=pid)
 
     def list_background_tasks(self) -> Dict[int, Any]:
@@ -425,6 +609,7 @@ class SbxSandbox(BaseSandbox):
     def execute_code(self, code: str, language, timeout: Optional[int] = None,
                      user: Optional[str] = None,
                      envs: Optional[Dict[str, str]] = None) -> CodeExecutionResult:
+        t0 = time.monotonic()
         if isinstance(language, str):
             try:
                 language = CodeLanguage(language.lower())
@@ -439,15 +624,19 @@ class SbxSandbox(BaseSandbox):
                 error_value=f"Unsupported language: {language}. Only Python is supported.",
                 duration_ms=0)
         name = f"_nexau_code_{uuid.uuid4().hex[:12]}.py"
-        w = self.write_file(name, code)
-        if w.status != SandboxStatus.SUCCESS:
-            return CodeExecutionResult(status=SandboxStatus.ERROR, language=language,
-                                       error_type="SandboxFileError", error_value=w.error)
         try:
-            r = self.execute_shell(f"{self.get_python_command()} {shlex.quote(name)}", timeout,
-                                   user=user, envs=envs)
-        finally:
-            self.delete_file(name)
+            w = self.write_file(name, code)
+            if w.status != SandboxStatus.SUCCESS:
+                raise SandboxFileError(w.error)
+            try:
+                r = self.execute_shell(f"{self.get_python_command()} {shlex.quote(name)}",
+                                       timeout, user=user, envs=envs)
+            finally:
+                self.delete_file(name)
+        except (SbxError, SandboxError, OSError) as e:
+            return CodeExecutionResult(status=SandboxStatus.ERROR, language=language,
+                                       error_type=type(e).__name__, error_value=str(e),
+                                       duration_ms=int((time.monotonic() - t0) * 1000))
         outputs = []
         if r.stdout:
             outputs.append({"type": "stdout", "text": r.stdout})
@@ -462,31 +651,25 @@ class SbxSandbox(BaseSandbox):
 
     # ---- files ------------------------------------------------------------------------------
 
-    def _stat(self, path: str):
-        """FileEntry, or None when the path does not exist."""
-        try:
-            return self.host.stat(self._ensure(), self._sb(path))
-        except PathError as e:
-            if e.name == "SBX_E_NO_FILE":
-                return None
-            raise
-
-    def _fail(self, path, what, e) -> FileOperationResult:
+    @staticmethod
+    def _fail(path, what, e) -> FileOperationResult:
         return FileOperationResult(status=SandboxStatus.ERROR, file_path=path,
                                    error=f"Failed to {what}: {e}")
 
     def read_file(self, file_path: str, encoding: str = "utf-8",
                   binary: bool = False) -> FileOperationResult:
         try:
-            if self._stat(file_path) is None:
+            files, p = self._route(file_path)
+            e = files.stat(p)
+            if e is None:
                 return FileOperationResult(status=SandboxStatus.ERROR, file_path=file_path,
                                            error=f"File does not exist: {file_path}")
-            data = self.host.read_file(self._ensure(), self._sb(file_path))
+            data = files.read(p)
             content = data if binary else _decode_text(data, encoding)
-        except (SbxError, UnicodeDecodeError, LookupError) as e:
-            return self._fail(file_path, "read file", e)
+        except (SbxError, OSError, UnicodeDecodeError, LookupError) as err:
+            return self._fail(file_path, "read file", err)
         return FileOperationResult(status=SandboxStatus.SUCCESS, file_path=file_path,
-                                   content=content, size=len(data))
+                                   content=content, size=e.size)
 
     def write_file(self, file_path: str, content, encoding: str = "utf-8", binary: bool = False,
                    create_directories: bool = True,
@@ -497,17 +680,16 @@ class SbxSandbox(BaseSandbox):
             else:
                 raw = bytes(content)
                 if not binary:
-                    raw.decode(encoding)  # text mode writes only what decodes
-            sid = self._ensure()
-            target = self._sb(file_path)
+                    raw = raw.decode(encoding).encode(encoding)  # text mode writes only text
+            files, target = self._route(file_path)
             parent = posixpath.dirname(target)
             if parent and parent != ".":
                 if create_directories:
-                    self.host.mkdir(sid, parent, parents=True)
-                elif self._stat(parent) is None:
+                    files.mkdir(parent, parents=True)
+                elif files.stat(parent) is None:
                     raise FileNotFoundError(f"[Errno 2] No such file or directory: "
                                             f"'{self._abs(file_path)}'")
-            self.host.write_file(sid, target, raw)
+            files.write(target, raw)
         except (SbxError, OSError, UnicodeError, LookupError) as e:
             return self._fail(file_path, "write file", e)
         return FileOperationResult(status=SandboxStatus.SUCCESS, file_path=file_path,
@@ -515,39 +697,42 @@ class SbxSandbox(BaseSandbox):
 
     def delete_file(self, file_path: str) -> FileOperationResult:
         try:
-            if self._stat(file_path) is None:
+            files, p = self._route(file_path)
+            if files.stat(p) is None:
                 return FileOperationResult(status=SandboxStatus.ERROR, file_path=file_path,
                                            error=f"File does not exist: {file_path}")
-            self.host.remove(self._ensure(), self._sb(file_path), recursive=True)
-        except SbxError as e:
+            files.remove(p, recursive=True)
+        except (SbxError, OSError) as e:
             return self._fail(file_path, "delete file", e)
         return FileOperationResult(status=SandboxStatus.SUCCESS, file_path=file_path)
 
     def file_exists(self, file_path: str) -> bool:
         try:
             return self._stat(file_path) is not None
-        except SbxError:
+        except (SbxError, OSError, SandboxError):
             return False
 
-    def _info(self, shown: str, e, encoding=None, with_mode=True) -> FileInfo:
+    @staticmethod
+    def _info(shown: str, e, encoding=None, listing=False) -> FileInfo:
+        """NexAU's FileInfo: get_file_info gives mode and permissions, list_files does not
+        and reports size 0 for folders."""
         return FileInfo(path=shown, exists=True, is_file=e.kind == "file",
                         is_directory=e.kind == "dir",
-                        size=e.size if (with_mode or e.kind == "file") else 0,
-                        mode=e.mode if with_mode else None,
-                        permissions=_perm(e.mode) if with_mode else None,
+                        size=e.size if (not listing or e.kind == "file") else 0,
+                        mode=None if listing else (e.mode | _IFMT.get(e.kind, 0)),
+                        permissions=None if listing else stat_mod.filemode(e.mode)[1:],
                         modified_time=_fmt_time(e.mtime), readable=bool(e.mode & 0o444),
                         writable=bool(e.mode & 0o222), encoding=encoding)
 
     def get_file_info(self, file_path: str) -> FileInfo:
         try:
-            e = self._stat(file_path)
+            files, p = self._route(file_path)
+            e = files.stat(p)
             if e is None:
                 return FileInfo(path=file_path, exists=False)
-            enc = None
-            if e.kind == "file":
-                enc = _detect_encoding(self.host.read_file(self._ensure(), self._sb(file_path)))
+            enc = _detect_encoding(files.read(p)) if e.kind == "file" else None
             return self._info(file_path, e, enc)
-        except SbxError as err:
+        except (SbxError, OSError) as err:
             raise SandboxFileError(f"Failed to get file info: {err}") from err
 
     def _walk(self, abs_dir: str, recursive: bool, out: List[tuple]) -> None:
@@ -555,7 +740,8 @@ class SbxSandbox(BaseSandbox):
         stack = [("", abs_dir)]
         while stack:
             rel, d = stack.pop(0)
-            for e in sorted(self.host.list_dir(self._ensure(), self._sb(d)), key=lambda x: x.name):
+            files, p = self._route(d)
+            for e in sorted(files.listdir(p), key=lambda x: x.name):
                 full = posixpath.join(d, e.name)
                 r = posixpath.join(rel, e.name) if rel else e.name
                 out.append((full, e, r))
@@ -572,24 +758,25 @@ class SbxSandbox(BaseSandbox):
                 raise SandboxFileError(f"Path is not a directory: {directory_path}")
             found: List[tuple] = []
             base = self._abs(directory_path)
-            deep = recursive or (pattern is not None and "**" in pattern)
+            deep = recursive or (pattern is not None and ("**" in pattern or "/" in pattern))
             self._walk(base, deep, found)
             if pattern:
-                rx = _glob_regex(f"**/{pattern}" if recursive else pattern, True)
+                # pathlib's Path.glob: wildcards match dot names too
+                rx = _glob_regex(f"**/{pattern}" if recursive else pattern, True, hidden=True)
                 found = [f for f in found if rx.fullmatch(f[2])]
-            return [self._info(full, ent, with_mode=False) for full, ent, _ in found]
-        except SandboxFileError as err:
-            raise SandboxFileError(f"Failed to list files: {err}") from err
-        except SbxError as err:
+            return [self._info(full, ent, listing=True) for full, ent, _ in found]
+        except (SandboxFileError, SbxError, OSError) as err:
             raise SandboxFileError(f"Failed to list files: {err}") from err
 
     def create_directory(self, directory_path: str, parents: bool = True,
                          user: Optional[str] = None) -> bool:
         try:
-            self.host.mkdir(self._ensure(), self._sb(directory_path), parents=parents)
-        except SbxError as e:
-            if self._stat(directory_path) is not None:
+            files, p = self._route(directory_path)
+            e = files.stat(p)
+            if e is not None and e.kind == "dir":
                 return True
+            files.mkdir(p, parents=parents)
+        except (SbxError, OSError) as e:
             raise SandboxFileError(f"Failed to create directory: {e}") from e
         return True
 
@@ -597,7 +784,8 @@ class SbxSandbox(BaseSandbox):
         """NexAU's three modes; the match must be unique. Only the matched bytes change:
         the rest of the file is written back exactly as it was read."""
         try:
-            exists = self._stat(file_path) is not None
+            files, p = self._route(file_path)
+            exists = files.stat(p) is not None
             if old_string == "" and new_string != "":
                 op = "CREATE"
             elif old_string != "" and new_string == "":
@@ -612,15 +800,16 @@ class SbxSandbox(BaseSandbox):
                 return FileOperationResult(
                     status=SandboxStatus.ERROR, file_path=file_path,
                     error=f"File does not exist: {file_path}. Use CREATE operation instead.")
-            encoding, text = "utf-8", ""
-            if exists:
-                raw = self.host.read_file(self._ensure(), self._sb(file_path))
+            if op == "CREATE":
+                data = new_string.encode("utf-8")
+            else:
+                raw = files.read(p)
                 encoding = _detect_encoding(raw)
                 text = raw.decode(encoding)
-            if op != "CREATE":
                 if old_string not in text:
                     def unescape(s):
-                        return s.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r")
+                        return (s.replace("\\\\n", "\\n").replace("\\\\t", "\\t")
+                                .replace("\\\\r", "\\r"))
                     if unescape(old_string) != old_string and unescape(old_string) in text:
                         old_string, new_string = unescape(old_string), unescape(new_string)
                     else:
@@ -634,16 +823,13 @@ class SbxSandbox(BaseSandbox):
                         error=(f"Found {n} matches of the string to replace. For safety, this "
                                "tool only supports replacing exactly one occurrence at a "
                                "time. Add more lines of context to your edit and try again."))
-                text = text.replace(old_string, new_string, 1)
-            else:
-                text = new_string
-            data = text.encode(encoding)
-            sid = self._ensure()
-            parent = posixpath.dirname(self._sb(file_path))
+                data = _splice(raw, text, encoding, text.index(old_string), old_string,
+                               new_string if op == "UPDATE" else "")
+            parent = posixpath.dirname(p)
             if parent and parent != ".":
-                self.host.mkdir(sid, parent, parents=True)
-            self.host.write_file(sid, self._sb(file_path), data)
-        except (SbxError, UnicodeError, LookupError) as e:
+                files.mkdir(parent, parents=True)
+            files.write(p, data)
+        except (SbxError, OSError, UnicodeError, LookupError) as e:
             return self._fail(file_path, "edit file", e)
         return FileOperationResult(status=SandboxStatus.SUCCESS, file_path=file_path,
                                    size=len(data))
@@ -653,37 +839,32 @@ class SbxSandbox(BaseSandbox):
         """Python's glob semantics: `*` stays in one folder, `**` spans folders only with
         recursive; hidden names need an explicit dot; paths relative to work_dir."""
         try:
-            if self.work_dir is None:
-                self._ensure()
+            self._ensure()
             absolute = posixpath.isabs(pattern)
             full = posixpath.normpath(pattern if absolute else
                                       posixpath.join(str(self.work_dir), pattern))
             parts = full.split("/")
             fixed = []
-            for p in parts[1:]:
-                if _MAGIC.search(p):
+            for part in parts[1:]:
+                if _MAGIC.search(part):
                     break
-                fixed.append(p)
+                fixed.append(part)
             base = "/" + "/".join(fixed)
             rest = "/".join(parts[1 + len(fixed):])
             if not rest:
                 return [self._rel(base)] if self._stat(base) is not None else []
             found: List[tuple] = []
-            if self._stat(base) is not None:
-                self._walk(base, "**" in rest and recursive or "/" in rest, found)
+            e = self._stat(base)
+            if e is not None and e.kind == "dir":
+                self._walk(base, ("**" in rest and recursive) or "/" in rest, found)
             rx = _glob_regex(rest, recursive)
-            res = [self._rel(f[0]) for f in found if rx.fullmatch(f[2])]
-            return sorted(res)
-        except SbxError as e:
+            return sorted(self._rel(f[0]) for f in found if rx.fullmatch(f[2]))
+        except (SbxError, OSError) as e:
             raise SandboxFileError(f"Failed to glob: {e}") from e
 
     def _rel(self, a: str) -> str:
-        w = posixpath.normpath(str(self.work_dir))
-        if a == w:
-            return "."
-        if a.startswith(w.rstrip("/") + "/"):
-            return a[len(w.rstrip("/")) + 1:]
-        return a
+        rel = self._beneath_work(a)
+        return a if rel is None else rel
 
     # ---- transfer -------------------------------------------------------------------------
 
@@ -695,27 +876,32 @@ class SbxSandbox(BaseSandbox):
                                        error=f"Source file does not exist: {local_path}")
         try:
             data = src.read_bytes()
-        except OSError as e:
+            files, p = self._route(sandbox_path)
+            parent = posixpath.dirname(p)
+            if create_directories and parent and parent != ".":
+                files.mkdir(parent, parents=True)
+            files.write(p, data, src.stat().st_mode & 0o7777)
+        except (SbxError, OSError) as e:
             return self._fail(sandbox_path, "upload file", e)
-        w = self.write_file(sandbox_path, data, binary=True,
-                            create_directories=create_directories)
-        if w.status != SandboxStatus.SUCCESS:
-            w.error = (w.error or "").replace("Failed to write file", "Failed to upload file")
-        return w
+        return FileOperationResult(status=SandboxStatus.SUCCESS, file_path=sandbox_path,
+                                   size=len(data))
 
     def download_file(self, sandbox_path: str, local_path: str,
                       create_directories: bool = True) -> FileOperationResult:
         try:
-            if self._stat(sandbox_path) is None:
+            files, p = self._route(sandbox_path)
+            e = files.stat(p)
+            if e is None:
                 return FileOperationResult(status=SandboxStatus.ERROR, file_path=local_path,
                                            error=f"Source file does not exist: {sandbox_path}")
-            data = self.host.read_file(self._ensure(), self._sb(sandbox_path))
+            data = files.read(p)
             dst = Path(local_path)
             if create_directories:
                 dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(data)
-        except (SbxError, OSError) as e:
-            return self._fail(local_path, "download file", e)
+            os.chmod(dst, e.mode & 0o7777)
+        except (SbxError, OSError) as err:
+            return self._fail(local_path, "download file", err)
         return FileOperationResult(status=SandboxStatus.SUCCESS, file_path=local_path,
                                    size=len(data))
 
@@ -727,25 +913,20 @@ class SbxSandbox(BaseSandbox):
                 raise SandboxFileError(f"Source directory does not exist: {local_path}")
             if not src.is_dir():
                 raise SandboxFileError(f"Source path is not a directory: {local_path}")
-            sid = self._ensure()
             dst = self._abs(sandbox_path)
             if self._stat(dst) is not None:
-                self.host.remove(sid, self._sb(dst), recursive=True)
-            self.host.mkdir(sid, self._sb(dst), parents=True)
-            for root, dirs, files in os.walk(src):
+                files, p = self._route(dst)
+                files.remove(p, recursive=True)
+            for root, dirs, names in os.walk(src):
                 rel = os.path.relpath(root, src)
                 here = dst if rel == "." else posixpath.join(dst, *Path(rel).parts)
-                for d in sorted(dirs):
-                    self.host.mkdir(sid, self._sb(posixpath.join(here, d)), parents=True)
-                for f in sorted(files):
-                    p = Path(root) / f
-                    mode = p.stat().st_mode & 0o7777
-                    self.host.write_file(sid, self._sb(posixpath.join(here, f)), p.read_bytes(),
-                                         mode)
+                files, p = self._route(here)
+                files.mkdir(p, parents=True)
+                for n in sorted(names):
+                    f = Path(root) / n
+                    files.write(posixpath.join(p, n), f.read_bytes(), f.stat().st_mode & 0o7777)
             return True
-        except SandboxFileError as e:
-            raise SandboxFileError(f"Failed to upload directory: {e}") from e
-        except (SbxError, OSError) as e:
+        except (SandboxFileError, SbxError, OSError) as e:
             raise SandboxFileError(f"Failed to upload directory: {e}") from e
 
     def download_directory(self, sandbox_path: str, local_path: str) -> bool:
@@ -767,42 +948,29 @@ class SbxSandbox(BaseSandbox):
                     target.mkdir(parents=True, exist_ok=True)
                 elif ent.kind == "file":
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(self.host.read_file(self._ensure(), self._sb(full)))
+                    files, p = self._route(full)
+                    target.write_bytes(files.read(p))
                     os.chmod(target, ent.mode & 0o7777)
             return True
-        except SandboxFileError as err:
-            raise SandboxFileError(f"Failed to download directory: {err}") from err
-        except (SbxError, OSError) as err:
+        except (SandboxFileError, SbxError, OSError) as err:
             raise SandboxFileError(f"Failed to download directory: {err}") from err
 
 
-def PurePath_join(base: str, *parts: str) -> str:
-    if not parts:
-        return base
-    if re.match(r"^[A-Za-z]:[\\/]", base) or "\\" in base:
-        from pathlib import PureWindowsPath
-        p = PureWindowsPath(base)
-        for x in parts:
-            p = p / x
-        return str(p)
-    from pathlib import PurePosixPath
-    q = PurePosixPath(base)
-    for x in parts:
-        q = q / x
-    return str(q)
-
-
+_IFMT = {"file": stat_mod.S_IFREG, "dir": stat_mod.S_IFDIR, "symlink": stat_mod.S_IFLNK}
 _MAGIC = re.compile(r"[*?\[]")
 
 
-def _glob_regex(pattern: str, recursive: bool):
-    """Python glob's matching of a relative pattern against a relative path."""
+def _glob_regex(pattern: str, recursive: bool, hidden: bool = False):
+    """Python glob's matching of a relative pattern against a relative path (pathlib's when
+    `hidden`: wildcards match dot names)."""
+    dot = "" if hidden else "(?=[^.])"
+    seg_any = "[^/]*" if hidden else "[^/.][^/]*"
     out = []
     segs = pattern.split("/")
     for i, seg in enumerate(segs):
         last = i == len(segs) - 1
         if seg == "**" and recursive:
-            out.append("(?:[^/.][^/]*/)*" if not last else "(?:[^/.][^/]*(?:/[^/.][^/]*)*)?")
+            out.append(f"(?:{seg_any}/)*" if not last else f"(?:{seg_any}(?:/{seg_any})*)?")
             continue
         if seg == "**":
             seg = "*"
@@ -810,7 +978,7 @@ def _glob_regex(pattern: str, recursive: bool):
         rx = rx[4:-3] if rx.startswith("(?s:") else rx.rstrip("\\Z")
         rx = rx.replace(".*", "[^/]*")
         if not seg.startswith("."):
-            rx = "(?=[^.])" + rx
+            rx = dot + rx
         out.append(rx + ("" if last else "/"))
     return re.compile("".join(out), re.S)
 
@@ -827,29 +995,31 @@ def _destroy(host: Host, sid: str, close_host: bool) -> None:
 
 @dataclass(kw_only=True)
 class SbxSandboxManager(BaseSandboxManager):
-    """NexAU's manager surface for SbxSandbox: start (lazy via start_sync / instance),
-    stop, pause, is_running, upload assets, state persisted through NexAU's session manager
-    and reconnected by id on the next start."""
+    """NexAU's manager surface for SbxSandbox: start (lazily through start_sync /
+    instance, also with no session context prepared, as when handed to
+    `Agent(sandbox_manager=...)`), stop, pause, is_running, upload assets, state persisted
+    through NexAU's session manager and reconnected by id on the next start."""
 
     sandbox_config: Optional[Dict[str, Any]] = None
     data_source: Optional[str] = None
+    clean_output: bool = True
     host: Optional[Host] = field(default=None, repr=False, compare=False)
     _resume_id: Optional[str] = field(default=None, init=False, repr=False)
 
     def start(self, session_manager, user_id: str, session_id: str,
               sandbox_config=None) -> SbxSandbox:
-        envs = dict(getattr(sandbox_config, "envs", None) or {})
+        envs = dict(_cfg(sandbox_config, "envs") or {})
         kw: Dict[str, Any] = dict(work_dir=str(self.work_dir), envs=envs,
                                   sandbox_config=self.sandbox_config,
-                                  data_source=self.data_source, host=self.host)
+                                  data_source=self.data_source, host=self.host,
+                                  clean_output=self.clean_output)
         for k in ("output_char_threshold", "truncate_head_chars", "truncate_tail_chars"):
-            v = getattr(sandbox_config, k, None)
+            v = _cfg(sandbox_config, k)
             if v is not None:
                 kw[k] = v
         state = self.load_sandbox_state(session_manager, user_id, session_id)
         if state and state.get("sandbox_id"):
             saved = extract_dataclass_init_kwargs(SbxSandbox, state)
-            saved.pop("host", None)
             kw.update({k: v for k, v in saved.items() if v is not None})
         if self._resume_id:
             kw["sandbox_id"], self._resume_id = self._resume_id, None
@@ -858,6 +1028,11 @@ class SbxSandboxManager(BaseSandboxManager):
         self._instance = sb
         self.persist_sandbox_state(session_manager, user_id, session_id, sb)
         return sb
+
+    def start_sync(self):
+        if not self._session_context and self._instance is None:
+            self.prepare_session_context(None, "", "", None)
+        return super().start_sync()
 
     def stop(self) -> bool:
         inst = self._instance
@@ -873,7 +1048,7 @@ class SbxSandboxManager(BaseSandboxManager):
             return False
         try:
             sid = inst.start()
-            inst.host.pause(sid)
+            inst._host().pause(sid)
         except SbxError as e:
             logger.warning("pause: %s", e)
             return False
@@ -886,6 +1061,15 @@ class SbxSandboxManager(BaseSandboxManager):
         if inst is None or inst._sbx_id is None:
             return False
         try:
-            return inst.host.status(inst._sbx_id) == "running"
+            return inst._host().status(inst._sbx_id) == "running"
         except SbxError:
             return False
+
+
+def _cfg(cfg, key):
+    """A key of NexAU's sandbox config, a pydantic model or a plain mapping."""
+    if cfg is None:
+        return None
+    if isinstance(cfg, dict):
+        return cfg.get(key)
+    return getattr(cfg, key, None)
