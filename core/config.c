@@ -96,135 +96,6 @@ static void default_policy(sbx__policy *p)
 	p->max_jobs = 64;
 }
 
-static int scalar_of(const sbx__node *v, const char *key, const char *want, sbx_error *err)
-{
-	if (v->kind != SBX__NODE_SCALAR)
-		return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, not a %s",
-				      v->file, v->line, key, want,
-				      v->kind == SBX__NODE_MAP ? "mapping" : "list");
-	return SBX_OK;
-}
-
-/* An unquoted empty, ~ or null scalar: YAML's null, which leaves a key at its default (the
- * plugin's config getters treat it as absent too). */
-static int is_null(const sbx__node *v)
-{
-	if (v->kind != SBX__NODE_SCALAR || v->quoted)
-		return 0;
-	const char *s = v->scalar ? v->scalar : "";
-	return !*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
-	       strcmp(s, "NULL") == 0;
-}
-
-/* The text of an unquoted scalar (numbers and booleans are never quoted, as the plugin's
- * getters require); `secret` keeps the value out of the message. */
-static int typed_text(const sbx__node *v, const char *key, const char *want, int secret,
-		      const char **out, sbx_error *err)
-{
-	int rc = scalar_of(v, key, want, err);
-	if (rc != SBX_OK)
-		return rc;
-	if (v->quoted)
-		return sbx__set_error(
-		    err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, got a quoted string%s%s%s", v->file,
-		    v->line, key, want, secret ? "" : " '", secret ? "" : v->scalar,
-		    secret ? "" : "' (remove the quotes)");
-	*out = v->scalar;
-	return SBX_OK;
-}
-
-static int bad_value(const sbx__node *v, const char *key, const char *want, int secret,
-		     sbx_error *err)
-{
-	if (secret)
-		return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s", v->file, v->line,
-				      key, want);
-	return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, got '%s'", v->file,
-			      v->line, key, want, v->scalar);
-}
-
-/* A decimal integer in lo..hi. */
-static int parse_int(const sbx__node *v, const char *key, long long lo, long long hi, int secret,
-		     long long *out, sbx_error *err)
-{
-	const char *s = NULL;
-	int rc = typed_text(v, key, "an integer", secret, &s, err);
-	if (rc != SBX_OK)
-		return rc;
-	const char *p = s[0] == '-' ? s + 1 : s;
-	if (!(*p >= '0' && *p <= '9'))
-		return bad_value(v, key, "an integer", secret, err);
-	char *end = NULL;
-	errno = 0;
-	long long x = strtoll(s, &end, 10);
-	if (*end)
-		return bad_value(v, key, "an integer", secret, err);
-	if (errno == ERANGE || x < lo || x > hi) {
-		if (secret)
-			return sbx__set_error(err, SBX_E_CONFIG,
-					      "%s:%d: '%s' must be between %lld and %lld", v->file,
-					      v->line, key, lo, hi);
-		return sbx__set_error(err, SBX_E_CONFIG,
-				      "%s:%d: '%s' is %s; it must be between %lld and %lld",
-				      v->file, v->line, key, s, lo, hi);
-	}
-	*out = x;
-	return SBX_OK;
-}
-
-/* A finite decimal number in lo..hi (no hex, inf or nan). */
-static int parse_float(const sbx__node *v, const char *key, double lo, double hi, int secret,
-		       double *out, sbx_error *err)
-{
-	const char *s = NULL;
-	int rc = typed_text(v, key, "a number", secret, &s, err);
-	if (rc != SBX_OK)
-		return rc;
-	const char *p = s[0] == '-' ? s + 1 : s;
-	if (!((*p >= '0' && *p <= '9') || *p == '.') || strspn(s, "0123456789.eE+-") != strlen(s))
-		return bad_value(v, key, "a number", secret, err);
-	char *end = NULL;
-	errno = 0;
-	double d = strtod(s, &end);
-	if (*end || end == s)
-		return bad_value(v, key, "a number", secret, err);
-	if (errno == ERANGE || !isfinite(d) || d < lo || d > hi) {
-		if (secret)
-			return sbx__set_error(err, SBX_E_CONFIG,
-					      "%s:%d: '%s' must be between %.15g and %.15g",
-					      v->file, v->line, key, lo, hi);
-		return sbx__set_error(err, SBX_E_CONFIG,
-				      "%s:%d: '%s' is %s; it must be between %.15g and %.15g",
-				      v->file, v->line, key, s, lo, hi);
-	}
-	*out = d;
-	return SBX_OK;
-}
-
-#define BOOL_WANT "true or false (or yes/no, on/off, 1/0)"
-
-/* The spellings the plugin's config_bool getter accepts. */
-static int parse_bool(const sbx__node *v, const char *key, int secret, int *out, sbx_error *err)
-{
-	const char *s = NULL;
-	int rc = typed_text(v, key, BOOL_WANT, secret, &s, err);
-	if (rc != SBX_OK)
-		return rc;
-	static const char *const yes[] = {"true", "yes", "on", "1"};
-	static const char *const no[] = {"false", "no", "off", "0"};
-	for (int i = 0; i < 4; i++) {
-		if (strcasecmp(s, yes[i]) == 0) {
-			*out = 1;
-			return SBX_OK;
-		}
-		if (strcasecmp(s, no[i]) == 0) {
-			*out = 0;
-			return SBX_OK;
-		}
-	}
-	return bad_value(v, key, BOOL_WANT, secret, err);
-}
-
 /* Ranges: a year for timeouts, ten years for ttl. */
 #define MAX_TIMEOUT     31536000.0
 #define MAX_TTL         315360000LL
@@ -235,45 +106,45 @@ static int parse_bool(const sbx__node *v, const char *key, int secret, int *out,
 static int apply_policy(sbx__policy *p, const char *key, const char *canonical, const sbx__node *v,
 			sbx_error *err)
 {
-	if (is_null(v))
+	if (sbx__scalar_null(v))
 		return SBX_OK;
 	double d = 0;
 	long long x = 0;
 	int rc;
 	if (strcmp(canonical, "timeout") == 0 || strcmp(canonical, "create_timeout") == 0) {
-		rc = parse_float(v, key, 0, MAX_TIMEOUT, 0, &d, err);
+		rc = sbx__scalar_float(v, key, 0, MAX_TIMEOUT, 0, &d, err);
 		if (rc == SBX_OK && canonical[0] == 't')
 			p->timeout = d;
 		return rc;
 	}
 	if (strcmp(canonical, "auto_resume") == 0)
-		return parse_bool(v, key, 0, &p->auto_resume, err);
+		return sbx__scalar_bool(v, key, 0, &p->auto_resume, err);
 	if (strcmp(canonical, "ttl") == 0) {
-		rc = parse_int(v, key, 0, MAX_TTL, 0, &x, err);
+		rc = sbx__scalar_int(v, key, 0, MAX_TTL, 0, &x, err);
 		if (rc == SBX_OK)
 			p->ttl = (int64_t)x;
 		return rc;
 	}
 	if (strcmp(canonical, "max_concurrency") == 0) {
-		rc = parse_int(v, key, 0, MAX_CONCURRENCY, 0, &x, err);
+		rc = sbx__scalar_int(v, key, 0, MAX_CONCURRENCY, 0, &x, err);
 		if (rc == SBX_OK)
 			p->max_concurrency = (uint64_t)x;
 		return rc;
 	}
 	if (strcmp(canonical, "max_jobs") == 0) {
-		rc = parse_int(v, key, 1, MAX_CONCURRENCY, 0, &x, err);
+		rc = sbx__scalar_int(v, key, 1, MAX_CONCURRENCY, 0, &x, err);
 		if (rc == SBX_OK)
 			p->max_jobs = (uint64_t)x;
 		return rc;
 	}
 	if (strcmp(canonical, "output_max_bytes") == 0) {
-		rc = parse_int(v, key, 0, MAX_BYTES, 0, &x, err);
+		rc = sbx__scalar_int(v, key, 0, MAX_BYTES, 0, &x, err);
 		if (rc == SBX_OK)
 			p->output_max_bytes = (uint64_t)x;
 		return rc;
 	}
 	int threshold = strcmp(canonical, "output_char_threshold") == 0;
-	rc = parse_int(v, key, threshold ? 1 : 0, MAX_CHARS, 0, &x, err);
+	rc = sbx__scalar_int(v, key, threshold ? 1 : 0, MAX_CHARS, 0, &x, err);
 	if (rc != SBX_OK)
 		return rc;
 	if (threshold)
@@ -298,8 +169,9 @@ static int new_map(const char *file, int line, sbx__node **out)
 	return SBX_OK;
 }
 
-/* Sets key to a copy of v in map, replacing an existing entry. */
-static int map_set(sbx__node *map, const char *key, const sbx__node *v)
+/* Sets key to a copy of v in map, replacing an existing entry; *at (may be NULL) gets the
+ * entry's index. */
+static int map_set(sbx__node *map, const char *key, const sbx__node *v, size_t *at)
 {
 	sbx__node *copy = sbx__node_dup(v);
 	if (!copy)
@@ -308,9 +180,13 @@ static int map_set(sbx__node *map, const char *key, const sbx__node *v)
 		if (strcmp(map->keys[i], key) == 0) {
 			sbx__node_free(map->items[i]);
 			map->items[i] = copy;
+			if (at)
+				*at = i;
 			return SBX_OK;
 		}
 	}
+	if (at)
+		*at = map->n;
 	char *k = sbx__strdup(key);
 	char **nk = sbx__realloc(map->keys, (map->n + 1) * sizeof(*nk));
 	if (nk)
@@ -342,7 +218,7 @@ static void ds_clear(sbx__data_source *ds)
 static int type_alias(const sbx__node *v, char **alias, sbx_error *err)
 {
 	*alias = NULL;
-	int rc = scalar_of(v, "type", "a sandbox type alias", err);
+	int rc = sbx__scalar_kind(v, "type", "a sandbox type alias", err);
 	if (rc != SBX_OK)
 		return rc;
 	const char *s = v->scalar;
@@ -364,7 +240,7 @@ static int type_alias(const sbx__node *v, char **alias, sbx_error *err)
  * backend as the create's lifetime. */
 static int apply_block(sbx__data_source *ds, const sbx__node *block, int nexau, sbx_error *err)
 {
-	if (is_null(block)) {
+	if (sbx__scalar_null(block)) {
 		/* `sandbox:` left empty: no sandbox, like `type: none`. */
 		sbx__free(ds->alias);
 		ds->alias = NULL;
@@ -419,7 +295,7 @@ static int apply_block(sbx__data_source *ds, const sbx__node *block, int nexau, 
 				return rc;
 			continue;
 		}
-		if (map_set(ds->keys, key, block->items[i]) != SBX_OK)
+		if (map_set(ds->keys, key, block->items[i], NULL) != SBX_OK)
 			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	}
 	const sbx__policy *p = &ds->policy;
@@ -654,35 +530,44 @@ static const char *type_name(uint32_t t)
 	return "any value";
 }
 
+/* Checks v against its declaration and converts it, once: val gets the typed value (type 0
+ * for a null or an SBX_KEY_ANY value, left to the getters). */
 static int check_type(const sbx__node *v, const char *key, const sbx_config_key *decl,
-		      sbx_error *err)
+		      sbx__value *val, sbx_error *err)
 {
-	double d;
-	long long x;
-	int b;
+	long long x = 0;
 	int secret = decl->secret != 0;
-	if (decl->type == SBX_KEY_ANY || is_null(v))
+	int rc = SBX_OK;
+	memset(val, 0, sizeof(*val));
+	if (decl->type == SBX_KEY_ANY || sbx__scalar_null(v))
 		return SBX_OK;
 	switch (decl->type) {
 	case SBX_KEY_STRING:
-		return scalar_of(v, key, "a string", err);
+		rc = sbx__scalar_kind(v, key, "a string", err);
+		break;
 	case SBX_KEY_INT:
-		return parse_int(v, key, LLONG_MIN, LLONG_MAX, secret, &x, err);
+		rc = sbx__scalar_int(v, key, LLONG_MIN, LLONG_MAX, secret, &x, err);
+		val->i = (int64_t)x;
+		break;
 	case SBX_KEY_FLOAT:
-		return parse_float(v, key, -DBL_MAX, DBL_MAX, secret, &d, err);
+		rc = sbx__scalar_float(v, key, -DBL_MAX, DBL_MAX, secret, &val->d, err);
+		break;
 	case SBX_KEY_BOOL:
-		return parse_bool(v, key, secret, &b, err);
+		rc = sbx__scalar_bool(v, key, secret, &val->b, err);
+		break;
 	case SBX_KEY_LIST:
 	case SBX_KEY_MAP:
 		if (v->kind != (decl->type == SBX_KEY_LIST ? SBX__NODE_LIST : SBX__NODE_MAP))
-			return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, not %s",
-					      v->file, v->line, key, type_name(decl->type),
-					      v->kind == SBX__NODE_MAP    ? "a mapping"
-					      : v->kind == SBX__NODE_LIST ? "a list"
-									  : "a scalar");
-		return SBX_OK;
+			rc = sbx__set_error(err, SBX_E_CONFIG, "%s:%d: '%s' must be %s, not %s",
+					    v->file, v->line, key, type_name(decl->type),
+					    v->kind == SBX__NODE_MAP    ? "a mapping"
+					    : v->kind == SBX__NODE_LIST ? "a list"
+									: "a scalar");
+		break;
 	}
-	return SBX_OK;
+	if (rc == SBX_OK)
+		val->type = decl->type;
+	return rc;
 }
 
 static int unknown_plugin_key(const sbx__node *v, const char *key, const sbx_plugin_desc *desc,
@@ -712,48 +597,60 @@ static int unknown_plugin_key(const sbx__node *v, const char *key, const sbx_plu
 	return SBX_E_CONFIG;
 }
 
+static const sbx_config_key *declared(const sbx_plugin_desc *desc, const char *key)
+{
+	for (uint32_t k = 0; k < desc->n_keys; k++)
+		if (desc->keys[k].name && strcmp(desc->keys[k].name, key) == 0)
+			return &desc->keys[k];
+	return NULL;
+}
+
+/* Overlays layer m on merged: each key declared, its value checked and converted into
+ * values (indexed like merged). */
+static int overlay(sbx__node *merged, sbx__value *values, const sbx__node *m,
+		   const sbx_plugin_desc *desc, sbx_error *err)
+{
+	for (size_t i = 0; m && m->kind == SBX__NODE_MAP && i < m->n; i++) {
+		const char *key = m->keys[i];
+		const sbx_config_key *decl = declared(desc, key);
+		if (!decl)
+			return unknown_plugin_key(m->items[i], key, desc, err);
+		sbx__value val;
+		int rc = check_type(m->items[i], key, decl, &val, err);
+		if (rc != SBX_OK)
+			return rc;
+		size_t at = 0;
+		if (map_set(merged, key, m->items[i], &at) != SBX_OK)
+			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+		values[at] = val;
+	}
+	return SBX_OK;
+}
+
 int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry_defaults,
 			   const sbx_plugin_desc *desc, struct sbx_config **out, sbx_error *err)
 {
 	*out = NULL;
-	sbx__node *merged = NULL;
-	int rc = SBX_OK;
-	if (new_map(ds->file, ds->line, &merged) != SBX_OK)
-		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-	const sbx__node *layers[2] = {registry_defaults, ds->keys};
-	for (int l = 0; l < 2; l++) {
-		const sbx__node *m = layers[l];
-		if (!m || m->kind != SBX__NODE_MAP)
-			continue;
-		for (size_t i = 0; i < m->n; i++) {
-			const char *key = m->keys[i];
-			const sbx_config_key *decl = NULL;
-			for (uint32_t k = 0; k < desc->n_keys && !decl; k++)
-				if (desc->keys[k].name && strcmp(desc->keys[k].name, key) == 0)
-					decl = &desc->keys[k];
-			if (!decl) {
-				rc = unknown_plugin_key(m->items[i], key, desc, err);
-				goto out;
-			}
-			rc = check_type(m->items[i], key, decl, err);
-			if (rc != SBX_OK)
-				goto out;
-			if (map_set(merged, key, m->items[i]) != SBX_OK) {
-				rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-				goto out;
-			}
-		}
-	}
 	struct sbx_config *cfg = sbx__calloc(1, sizeof(*cfg));
-	if (!cfg || !(cfg->json = sbx__calloc(merged->n ? merged->n : 1, sizeof(char *)))) {
+	if (!cfg || new_map(ds->file, ds->line, &cfg->map) != SBX_OK) {
 		sbx__free(cfg);
-		rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-		goto out;
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	}
-	cfg->map = merged;
-	merged = NULL;
+	/* At most one entry per key of the two layers. */
+	size_t most = 1;
+	const sbx__node *layers[2] = {registry_defaults, ds->keys};
+	for (int l = 0; l < 2; l++)
+		most += layers[l] && layers[l]->kind == SBX__NODE_MAP ? layers[l]->n : 0;
+	cfg->values = sbx__calloc(most, sizeof(*cfg->values));
+	cfg->json = sbx__calloc(most, sizeof(char *));
+	int rc =
+	    cfg->values && cfg->json ? SBX_OK : sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	for (int l = 0; l < 2 && rc == SBX_OK; l++)
+		rc = overlay(cfg->map, cfg->values, layers[l], desc, err);
+	if (rc != SBX_OK) {
+		sbx__config_obj_free(cfg);
+		return rc;
+	}
 	*out = cfg;
-out:
-	sbx__node_free(merged);
-	return rc;
+	return SBX_OK;
 }

@@ -47,6 +47,11 @@ static void trim_utf8_tail(char *s, size_t len)
 	}
 }
 
+int sbx__nomem(sbx_error *err, const char *what)
+{
+	return sbx__set_error(err, SBX_E_NOMEM, "%s: out of memory", what);
+}
+
 int sbx__set_errorv(sbx_error *err, int code, const char *fmt, va_list ap)
 {
 	if (!err)
@@ -80,4 +85,19 @@ void sbx__error_prefix(sbx_error *err, const char *fmt, ...)
 	va_end(ap);
 	memcpy(old, err->message, sizeof(old));
 	sbx__set_error(err, err->code, "%s: %s", prefix, old);
+}
+
+/* Copies a plugin's error into err, supplying a message when the plugin left none. A status
+ * that is not an sbx status (negative, garbage) becomes SBX_E_BACKEND naming the plugin. */
+int sbx__plugin_error(sbx_error *err, const sbx_error *pe, int rc, const char *alias,
+		      const char *op)
+{
+	if (rc <= 0 || strcmp(sbx_status_name(rc), "SBX_E_UNKNOWN") == 0)
+		return sbx__set_error(
+		    err, SBX_E_BACKEND,
+		    "%s: %s: plugin returned %d, which is not an sbx failure status", alias, op,
+		    rc);
+	if (pe->message[0] == '\0')
+		return sbx__set_error(err, rc, "%s: %s: %s", alias, op, sbx_status_message(rc));
+	return sbx__set_error(err, rc, "%s", pe->message);
 }

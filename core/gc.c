@@ -13,12 +13,13 @@
  *    UPDATE that succeeds only if the row is still exactly as gc read it; an object no row
  *    held by an INSERT that succeeds only if no live row holds its id by then. A lost claim
  *    is a skip, never a deletion.
- * Rows are read into memory first, so no ledger statement is open while a backend is called. */
+ * Rows are read into memory first, so no ledger statement is open while a backend is called.
+ * Last, rows finished (gone, failed) longer ago than the host's ledger_retention are pruned. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "gc.h"
+#include "host_internal.h"
 
 typedef struct row_list {
 	sbx__ledger_row *rows;
@@ -415,25 +416,34 @@ static size_t aliases(sbx_host *host, const char **out, size_t cap)
 
 #define GC_MAX_ALIASES 64
 
+/* Removes the rows of sandboxes gone (or creates failed) longer ago than the host's
+ * ledger_retention; best effort, like the rest of a gc run. */
+static void prune(gc_run *g)
+{
+	int64_t keep = g->host->ledger_retention;
+	sbx_error lerr = {0};
+	if (keep >= 0 && sbx__ledger_prune(g->led, g->now - keep, &lerr) != SBX_OK)
+		sbx__log(SBX_LOG_WARN, "gc", "cannot prune finished ledger rows: %s", lerr.message);
+}
+
 int sbx_gc_run(sbx_host *host, const sbx_gc_opts *opts, sbx_error *err)
 {
 	if (!host)
 		return sbx__set_error(err, SBX_E_INVAL, "gc: NULL host");
-	if (opts && opts->struct_size < sizeof(*opts))
-		return sbx__set_error(err, SBX_E_INVAL,
-				      "gc: options struct has size %u, expected %zu (use "
-				      "SBX_INIT_HEADER)",
-				      opts->struct_size, sizeof(*opts));
+	sbx_gc_opts o;
+	int rc = sbx__struct_in(opts, &o, sizeof(o), sizeof(o), "gc: options", err);
+	if (rc != SBX_OK)
+		return rc;
 	gc_run g;
 	memset(&g, 0, sizeof(g));
 	g.host = host;
-	g.flags = opts ? opts->flags : 0;
-	g.fn = opts ? opts->on_event : NULL;
-	g.ctx = opts ? opts->ctx : NULL;
+	g.flags = o.flags;
+	g.fn = o.on_event;
+	g.ctx = o.ctx;
 	g.self = sbx__host_actor(host);
 	g.started = (int64_t)time(NULL);
 	g.done.alias = "";
-	int rc = sbx__host_ledger(host, &g.led, err);
+	rc = sbx__host_ledger(host, &g.led, err);
 	if (rc != SBX_OK)
 		return rc;
 	/* 1. The backend objects first (see the top of this file for why the order matters). */
@@ -453,6 +463,9 @@ int sbx_gc_run(sbx_host *host, const sbx_gc_opts *opts, sbx_error *err)
 			if (found[i].ok)
 				reap_orphans(&g, &found[i]);
 	}
+	/* 3. Rows finished longer ago than the retention go. */
+	if (rc == SBX_OK && !(g.flags & SBX_GC_DRY_RUN))
+		prune(&g);
 	for (size_t i = 0; i < n_alias; i++)
 		sbx__free(found[i].ids);
 	sbx__free(g.rows.rows);

@@ -1,10 +1,11 @@
-/* Layouts and module interfaces private to libsbx. Nothing here is installed.
+/* Module interfaces private to libsbx. Nothing here is installed.
  *
- * Modules: yaml.c (YAML -> node tree), registry.c (alias -> .so), loader.c (dlopen and the
- * handshake; the only user of <dlfcn.h>), config.c (data sources, policies, plugin configs),
- * host_api.c (the services table plugins get), spool.c (per-call output files and display
- * copies), outgate.c (late-safe output callbacks), host.c (sbx_host and routing), ledger.c (SQLite ledger, ledger.h), gc.c (listing
- * and reaping, gc.h), session.c (NexAU-style sessions). */
+ * Modules: alloc.c, error.c, log.c, dirs.c, yaml.c (YAML -> node tree), registry.c (alias ->
+ * .so), loader.c (dlopen and the handshake; the only user of <dlfcn.h>), host_api.c (the
+ * services table plugins get), config.c (data sources, policies, plugin configs), recall.c
+ * (recorded configs), spool.c (per-call output files and display copies), outgate.c
+ * (late-safe output callbacks), id.c, jobs.c. The host object and its routing are in
+ * host_internal.h; the ledger in ledger.h. */
 #ifndef SBX_INTERNAL_H
 #define SBX_INTERNAL_H
 
@@ -15,8 +16,6 @@
 
 #include "sbx/host.h"
 #include "sbx/plugin.h"
-
-#define SBX__HIDDEN __attribute__((visibility("hidden")))
 
 /* ---- allocation (alloc.c): every allocation goes through these, so a test can fail them */
 void *sbx__alloc(size_t size);
@@ -35,6 +34,36 @@ int sbx__set_error(sbx_error *err, int code, const char *fmt, ...)
 int sbx__set_errorv(sbx_error *err, int code, const char *fmt, va_list ap);
 /* Puts "prefix: " in front of err's message (keeps the code). */
 void sbx__error_prefix(sbx_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* SBX_E_NOMEM with "WHAT: out of memory"; returns SBX_E_NOMEM. */
+int sbx__nomem(sbx_error *err, const char *what);
+/* A plugin op of `alias` returned rc with perr: copies perr into err, supplying a message
+ * when the plugin left none. A status that is not an sbx failure status (negative, garbage)
+ * becomes SBX_E_BACKEND naming the plugin. Returns the status put in err. */
+int sbx__plugin_error(sbx_error *err, const sbx_error *perr, int rc, const char *alias,
+		      const char *op);
+
+/* ---- embedder structs (structs.c): read zero-extended, written up to the caller's size */
+/* Copies the caller's struct src (NULL: none, *dst all zero) into dst (size bytes): an older
+ * struct (smaller, but at least min_size: the size of its ABI 1.0 layout) reads its missing
+ * members as zero; a newer one is refused (SBX_E_INVAL naming `what`) only when it sets a
+ * member past `size`. */
+int sbx__struct_in(const void *src, void *dst, size_t size, size_t min_size, const char *what,
+		   sbx_error *err);
+/* SBX_E_INVAL naming `what` when the caller's output struct is NULL or smaller than
+ * min_size. */
+int sbx__struct_out_check(const void *dst, size_t min_size, const char *what, sbx_error *err);
+/* Copies the host's full struct src (size bytes) into the caller's dst: as many bytes as
+ * dst's struct_size holds, keeping dst's header. */
+void sbx__struct_out(void *dst, const void *src, size_t size);
+/* The smallest struct_size of `type`'s ABI 1.0 layout, when `member` came later. */
+#define SBX__SIZE_1_0(type, member) offsetof(type, member)
+
+/* ---- folders (dirs.c) */
+/* mkdir -p, mode 0700 for the folders it makes. 0 or an errno value. */
+int sbx__mkdirs(const char *path);
+/* rm -r without following symlinks, best effort. */
+void sbx__remove_tree(const char *path);
 
 /* ---- logging (log.c): structured lines on stderr, level from $SBX_LOG (error|warn|info|debug) */
 void sbx__log(int level, const char *subject, const char *fmt, ...)
@@ -72,6 +101,20 @@ const sbx__node *sbx__node_get(const sbx__node *map, const char *key);
 /* JSON text of a node (scalars typed: null/true/false/numbers unquoted unless quoted). */
 char *sbx__node_to_json(const sbx__node *node);
 
+/* ---- typed scalars (scalar.c): how nulls, integers, numbers and booleans are spelt */
+/* An unquoted empty, ~ or null scalar: YAML's null, which config treats as an absent key. */
+int sbx__scalar_null(const sbx__node *v);
+/* SBX_E_CONFIG "FILE:LINE: 'KEY' must be WANT, not a mapping/list" unless v is a scalar. */
+int sbx__scalar_kind(const sbx__node *v, const char *key, const char *want, sbx_error *err);
+/* v as a decimal integer in lo..hi, a finite number in lo..hi, or a boolean (true/false,
+ * yes/no, on/off, 1/0, any case); unquoted only. SBX_E_CONFIG naming file, line and key, with
+ * the value unless `secret`. */
+int sbx__scalar_int(const sbx__node *v, const char *key, long long lo, long long hi, int secret,
+		    long long *out, sbx_error *err);
+int sbx__scalar_float(const sbx__node *v, const char *key, double lo, double hi, int secret,
+		      double *out, sbx_error *err);
+int sbx__scalar_bool(const sbx__node *v, const char *key, int secret, int *out, sbx_error *err);
+
 /* ---- registry (registry.c) */
 typedef struct sbx__reg_entry {
 	char *alias;
@@ -92,6 +135,7 @@ typedef struct sbx__registry {
  * the file and line. */
 int sbx__registry_load(const char *explicit_path, sbx__registry **out, sbx_error *err);
 void sbx__registry_free(sbx__registry *reg);
+/* The entry of alias (a binary search: entries are sorted), or NULL. */
 const sbx__reg_entry *sbx__registry_find(const sbx__registry *reg, const char *alias);
 /* "a, b, c" of all aliases (for "unknown alias" messages). */
 char *sbx__registry_alias_list(const sbx__registry *reg);
@@ -99,25 +143,39 @@ char *sbx__registry_alias_list(const sbx__registry *reg);
 /* ---- loader (loader.c) */
 typedef struct sbx__module sbx__module;
 
-/* dlopens `path` (RTLD_NOW|RTLD_LOCAL), checks the entry, calls it and checks every
- * registered descriptor (ABI major equal, minor <= host's, size, required ops, alias listed
- * in `expected`, no duplicate). On any failure nothing stays loaded and err says why. */
-int sbx__module_load(const char *path, const char *const *expected, size_t n_expected,
-		     sbx__module **out, sbx_error *err);
+/* dlopens `path` (RTLD_NOW|RTLD_LOCAL), checks the entry, calls it with the services table
+ * `api` and checks every registered descriptor (ABI major equal, minor <= host's, size,
+ * required ops, alias listed in `expected`, no duplicate). On any failure nothing stays
+ * loaded and err says why. */
+int sbx__module_load(const char *path, const sbx_host_api *api, const char *const *expected,
+		     size_t n_expected, sbx__module **out, sbx_error *err);
 size_t sbx__module_count(const sbx__module *mod);
 /* Host-owned copy of descriptor i, zero-extended to the host's sizeof(sbx_plugin_desc). */
 const sbx_plugin_desc *sbx__module_desc(const sbx__module *mod, size_t i);
+/* The descriptor registered under `alias`, or NULL. A module may lack an alias the registry
+ * lists for its file; the caller reports that. */
+const sbx_plugin_desc *sbx__module_find(const sbx__module *mod, const char *alias);
 void sbx__module_unload(sbx__module *mod);
 
 /* ---- host services table (host_api.c) */
 const sbx_host_api *sbx__host_api(void);
-/* Where plugins may keep files ($SBX_STATE_DIR/plugins); set by host.c. */
+/* The folder state_dir() names for ABI 1.0 plugins: the latest host's plugins folder. */
 void sbx__set_state_dir(const char *dir);
 
 /* The plugin-facing config object: one data source's merged keys for one alias. */
+/* A config value converted once, when the config was made, to its key's declared type. */
+typedef struct sbx__value {
+	uint32_t type; /* SBX_KEY_*; 0: not converted (null, or declared SBX_KEY_ANY) */
+	int b;
+	int64_t i;
+	double d;
+} sbx__value;
+
 struct sbx_config {
-	sbx__node *map; /* MAP: registry defaults overlaid by the data source's keys */
-	char **json;    /* cache of config_json results, one per key in map order */
+	sbx__node *map;        /* MAP: registry defaults overlaid by the data source's keys */
+	char **json;           /* cache of config_json results, one per key in map order */
+	const char *state_dir; /* the host's plugins folder (borrowed: the host outlives it) */
+	sbx__value *values;    /* one per key in map order; NULL when no key was declared */
 };
 void sbx__config_obj_free(struct sbx_config *cfg);
 
@@ -171,19 +229,32 @@ int sbx__config_find(const sbx__config *cfg, const char *name_or_index,
 int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry_defaults,
 			   const sbx_plugin_desc *desc, struct sbx_config **out, sbx_error *err);
 
-/* ---- spool (spool.c): one exec's output */
+/* ---- spool (spool.c): one exec's output, from its call directory to its result */
 typedef struct sbx__spool sbx__spool;
 
-/* Creates call_dir (mode 0700, parents as needed) with command.txt holding `command` and empty
- * stdout.txt / stderr.txt. */
-int sbx__spool_new(const char *call_dir, const char *command, const sbx__policy *policy,
-		   sbx__spool **out, sbx_error *err);
+/* Opens the spool of one call in sandbox `id`: names its call directory
+ * <state_dir>/calls/<id, percent-encoded>/<time>-<pid>-<n>, makes it (mode 0700, parents as
+ * needed) with command.txt (the shell string, or argv shell-quoted) and empty stdout.txt and
+ * stderr.txt. SBX_E_IO (nothing left behind) or SBX_E_NOMEM. */
+int sbx__spool_open(const char *state_dir, const char *id, const char *shell,
+		    const char *const *argv, const sbx__policy *policy, sbx__spool **out,
+		    sbx_error *err);
 /* An sbx_output_fn: appends to the stream's file (up to output_max_bytes) and keeps the
  * bounded head and tail the display copy needs. Memory stays constant. */
 int sbx__spool_write(void *spool, uint32_t stream, const void *data, size_t len);
-/* Closes the files and fills the text, length, truncation and path fields of res. */
-int sbx__spool_finish(sbx__spool *spool, sbx_exec_result *res, sbx_error *err);
-void sbx__spool_free(sbx__spool *spool);
+/* Ends the spool of a command that ran: closes the files and builds the whole result
+ * (display copies, lengths, truncation, paths, the outcome and duration) into *out. On
+ * failure (SBX_E_IO storing output, SBX_E_NOMEM) it ends as sbx__spool_fail does. */
+int sbx__spool_finish(sbx__spool *sp, const sbx_exec_outcome *oc, double duration,
+		      sbx_exec_result **out, sbx_error *err);
+/* Ends the spool of a call that failed with rc (err says why): removes the call directory
+ * (and the sandbox's folder of them once empty). Returns rc, or SBX_E_IO with the spool's
+ * message in err when storing the output had failed (a full disk explains the rest). */
+int sbx__spool_fail(sbx__spool *sp, int rc, sbx_error *err);
+/* Removes every call directory of sandbox `id` (it was destroyed). */
+void sbx__spool_forget(const char *state_dir, const char *id);
+/* The result of a background exec: job_id set, empty display copies. */
+int sbx__spool_job_result(const char *job_id, sbx_exec_result **out, sbx_error *err);
 
 /* ---- output gates (outgate.c): the output callback of one execute, safe to call late */
 typedef struct sbx__outgate sbx__outgate;
@@ -202,36 +273,6 @@ void sbx__outgate_close(sbx__outgate *g);
  * SBX_E_BAD_ID with a message quoting the id and the expected shape. */
 int sbx__id_split(const char *id, char *alias_buf, size_t alias_cap, const char **backend,
 		  sbx_error *err);
-
-/* ---- quiet runs (host.c) for jobs.c: a command whose output stays in memory */
-typedef struct sbx__run_spec {
-	const char *const *argv; /* NULL-terminated */
-	const char *cwd;         /* NULL: the sandbox's work dir */
-	const sbx_kv *env;
-	uint32_t n_env;
-	uint32_t has_stdin;
-	const void *stdin_data;
-	size_t stdin_len;
-	const char *user;
-	uint64_t timeout_ms;
-} sbx__run_spec;
-
-typedef struct sbx__capture {
-	char *out; /* stdout, NUL-terminated, from sbx__alloc (free with sbx__free) */
-	size_t out_len;
-	size_t out_cap; /* stdout past this many bytes is dropped (out_over set) */
-	int out_over;
-	char err[512]; /* the start of stderr */
-	size_t err_len;
-} sbx__capture;
-
-/* Runs spec in sandbox `id` through its plugin's execute (resuming a paused sandbox as
- * sbx_exec would), keeping stdout in cap->out and the start of stderr. SBX_OK with *oc
- * filled when the command ran, whatever its exit status. */
-int sbx__host_run(sbx_host *h, const char *id, const sbx__run_spec *spec, sbx__capture *cap,
-		  sbx_exec_outcome *oc, sbx_error *err);
-/* The policy of the data source that `id` routes to. */
-int sbx__host_policy(sbx_host *h, const char *id, const sbx__policy **out, sbx_error *err);
 
 /* ---- jobs (jobs.c) */
 /* Starts opts as a background job of sandbox id; its id goes into job_id[SBX_JOB_ID_MAX]. */

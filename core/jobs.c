@@ -26,9 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gc.h"
-#include "internal.h"
-#include "ledger.h"
+#include "host_internal.h"
 
 #define HEX_LEN          12
 #define CTL_TIMEOUT_MS   60000ull
@@ -329,7 +327,7 @@ static int take_one(void *ctx, const sbx_job_info *info, const char *none_hex)
 	(void)none_hex;
 	one_ctx *c = ctx;
 	if (info) {
-		*c->info = *info;
+		sbx__struct_out(c->info, info, sizeof(*info));
 		c->found = 1;
 	}
 	return 0;
@@ -360,11 +358,7 @@ static int status_via(sbx_host *h, const char *job_id, const char *const *args, 
 
 static int check_info(const sbx_job_info *info, sbx_error *err)
 {
-	if (!info || info->struct_size < sizeof(*info))
-		return sbx__set_error(
-		    err, SBX_E_INVAL,
-		    "job: info struct missing or too small (use SBX_INIT_HEADER)");
-	return SBX_OK;
+	return sbx__struct_out_check(info, sizeof(*info), "job: info", err);
 }
 
 int sbx_job_status(sbx_host *host, const char *job_id, sbx_job_info *info, sbx_error *err)
@@ -700,59 +694,37 @@ static char *command_text(const sbx_exec_opts *opts)
 	return s;
 }
 
-int sbx__job_start(sbx_host *h, const char *id, const sbx_exec_opts *opts, char *job_id,
-		   sbx_error *err)
+/* SBX_E_LIMIT when the sandbox has max_jobs live jobs; stale rows are refreshed from the
+ * sandbox before saying so. */
+static int check_cap(sbx_host *h, const char *id, sbx__ledger *led, const sbx__policy *pol,
+		     sbx_error *err)
 {
-	const sbx__policy *pol = NULL;
-	sbx__ledger *led = NULL;
-	int rc = sbx__host_policy(h, id, &pol, err);
-	if (rc == SBX_OK)
-		rc = sbx__host_ledger(h, &led, err);
-	if (rc != SBX_OK)
-		return rc;
 	uint64_t live = 0;
-	rc = live_jobs(led, id, &live, err);
+	int rc = live_jobs(led, id, &live, err);
 	if (rc == SBX_OK && live >= pol->max_jobs) {
-		/* The rows may be stale: ask the sandbox, then count again. */
 		rc = sbx_job_list(h, id, 0, count_cb, NULL, err);
 		if (rc == SBX_OK)
 			rc = live_jobs(led, id, &live, err);
 	}
-	if (rc != SBX_OK)
-		return rc;
-	if (live >= pol->max_jobs)
-		return sbx__set_error(err, SBX_E_LIMIT,
-				      "%s: exec: background: the sandbox has %llu live jobs, the "
-				      "limit (max_jobs)",
-				      id, (unsigned long long)live);
+	if (rc == SBX_OK && live >= pol->max_jobs)
+		rc = sbx__set_error(err, SBX_E_LIMIT,
+				    "%s: exec: background: the sandbox has %llu live jobs, the "
+				    "limit (max_jobs)",
+				    id, (unsigned long long)live);
+	return rc;
+}
 
-	char hex[HEX_LEN + 1];
-	rc = make_hex(hex, err);
-	if (rc != SBX_OK)
-		return rc;
-	char *cwd = NULL, *cmd = command_text(opts);
-	const char **argv = NULL;
-	sbx__capture cap = {0};
-	if (!cmd) {
-		rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
-		goto out;
-	}
-	if (opts->cwd && opts->cwd[0]) {
-		rc = resolve_cwd(h, id, opts, &cwd, err);
-		if (rc != SBX_OK)
-			goto out;
-	}
-	size_t n_cmd = 0;
+/* The start script's argv: supervisor, job, mode, cwd, stdin flag, command text, command. */
+static const char **start_argv(const sbx_exec_opts *opts, const char *hex, const char *cwd,
+			       const char *cmd)
+{
+	size_t n_cmd = 1;
 	if (opts->argv)
-		while (opts->argv[n_cmd])
-			n_cmd++;
-	else
-		n_cmd = 1;
-	argv = sbx__calloc(n_cmd + 12, sizeof(*argv));
-	if (!argv) {
-		rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
-		goto out;
-	}
+		for (n_cmd = 0; opts->argv[n_cmd]; n_cmd++)
+			;
+	const char **argv = sbx__calloc(n_cmd + 12, sizeof(*argv));
+	if (!argv)
+		return NULL;
 	size_t k = 0;
 	argv[k++] = "sh";
 	argv[k++] = "-c";
@@ -770,6 +742,13 @@ int sbx__job_start(sbx_host *h, const char *id, const sbx_exec_opts *opts, char 
 		for (size_t i = 0; i < n_cmd; i++)
 			argv[k++] = opts->argv[i];
 	argv[k] = NULL;
+	return argv;
+}
+
+/* Runs the start script; *started gets the job's start time from its answer. */
+static int run_start(sbx_host *h, const char *id, const sbx_exec_opts *opts, const char **argv,
+		     double *started, sbx_error *err)
+{
 	sbx__run_spec spec = {.argv = argv,
 			      .env = opts->env,
 			      .n_env = opts->n_env,
@@ -778,20 +757,23 @@ int sbx__job_start(sbx_host *h, const char *id, const sbx_exec_opts *opts, char 
 			      .stdin_len = opts->stdin_len,
 			      .user = opts->user,
 			      .timeout_ms = CTL_TIMEOUT_MS};
-	cap.out_cap = 1024;
+	sbx__capture cap = {.out_cap = 1024};
 	sbx_exec_outcome oc;
-	rc = sbx__host_run(h, id, &spec, &cap, &oc, err);
-	if (rc != SBX_OK)
-		goto out;
-	double started = 0;
+	int rc = sbx__host_run(h, id, &spec, &cap, &oc, err);
 	long long sup = 0;
-	if (oc.exit_code != 0 || !cap.out || sscanf(cap.out, "%lf %lld", &started, &sup) != 2) {
+	if (rc == SBX_OK &&
+	    (oc.exit_code != 0 || !cap.out || sscanf(cap.out, "%lf %lld", started, &sup) != 2))
 		rc = sbx__set_error(err, SBX_E_BACKEND,
 				    "%s: exec: background: the job did not start (exit %d)%s%.300s",
 				    id, (int)oc.exit_code, cap.err_len ? ": " : "", cap.err);
-		goto out;
-	}
-	snprintf(job_id, SBX_JOB_ID_MAX, "%s@%s", hex, id);
+	capture_free(&cap);
+	return rc;
+}
+
+/* The ledger row of a job just started. */
+static int record_start(sbx__ledger *led, const char *job_id, const char *id, double started,
+			sbx_error *err)
+{
 	sbx_job_info info;
 	memset(&info, 0, sizeof(info));
 	SBX_INIT_HEADER(info);
@@ -802,9 +784,39 @@ int sbx__job_start(sbx_host *h, const char *id, const sbx_exec_opts *opts, char 
 	info.started = started;
 	sbx__job_row row;
 	row_of(&info, &row);
-	rc = sbx__ledger_job_put(led, &row, err);
-out:
-	capture_free(&cap);
+	return sbx__ledger_job_put(led, &row, err);
+}
+
+int sbx__job_start(sbx_host *h, const char *id, const sbx_exec_opts *opts, char *job_id,
+		   sbx_error *err)
+{
+	const sbx__policy *pol = NULL;
+	sbx__ledger *led = NULL;
+	char hex[HEX_LEN + 1];
+	int rc = sbx__host_policy(h, id, &pol, err);
+	if (rc == SBX_OK)
+		rc = sbx__host_ledger(h, &led, err);
+	if (rc == SBX_OK)
+		rc = check_cap(h, id, led, pol, err);
+	if (rc == SBX_OK)
+		rc = make_hex(hex, err);
+	if (rc != SBX_OK)
+		return rc;
+	char *cwd = NULL, *cmd = command_text(opts);
+	const char **argv = NULL;
+	if (!cmd)
+		rc = sbx__nomem(err, "exec");
+	if (rc == SBX_OK && opts->cwd && opts->cwd[0])
+		rc = resolve_cwd(h, id, opts, &cwd, err);
+	if (rc == SBX_OK && !(argv = start_argv(opts, hex, cwd, cmd)))
+		rc = sbx__nomem(err, "exec");
+	double started = 0;
+	if (rc == SBX_OK)
+		rc = run_start(h, id, opts, argv, &started, err);
+	if (rc == SBX_OK) {
+		snprintf(job_id, SBX_JOB_ID_MAX, "%s@%s", hex, id);
+		rc = record_start(led, job_id, id, started, err);
+	}
 	sbx__free(argv);
 	sbx__free(cwd);
 	sbx__free(cmd);

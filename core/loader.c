@@ -195,8 +195,8 @@ static int explain_dlopen(const char *path, const char *dlmsg, sbx_error *err)
 	return sbx__set_error(err, SBX_E_ABI, "%s: cannot load: %s", path, dlmsg);
 }
 
-int sbx__module_load(const char *path, const char *const *expected, size_t n_expected,
-		     sbx__module **out, sbx_error *err)
+int sbx__module_load(const char *path, const sbx_host_api *api, const char *const *expected,
+		     size_t n_expected, sbx__module **out, sbx_error *err)
 {
 	int rc = SBX_OK;
 	void *handle = NULL;
@@ -242,7 +242,7 @@ int sbx__module_load(const char *path, const char *const *expected, size_t n_exp
 	sbx_plugin_register_fn entry;
 	memcpy(&entry, &sym, sizeof(entry)); /* ISO C has no object-to-function cast */
 
-	int erc = entry(sbx__host_api(), &reg);
+	int erc = entry(api, &reg);
 	if (reg.status != SBX_OK) {
 		rc = reg.status;
 		sbx__set_error(err, rc, "%s", reg.err.message);
@@ -302,11 +302,6 @@ const sbx_plugin_desc *sbx__module_find(const sbx__module *mod, const char *alia
 		if (strcmp(mod->descs[i].alias, alias) == 0)
 			return &mod->descs[i];
 	return NULL;
-}
-
-const char *sbx__module_path(const sbx__module *mod)
-{
-	return mod ? mod->path : NULL;
 }
 
 void sbx__module_unload(sbx__module *mod)

@@ -15,12 +15,6 @@
  * plugin's entry runs. */
 int sbx__registrar_register(sbx_registrar *reg, const sbx_plugin_desc *desc);
 
-/* The descriptor registered under `alias`, or NULL. A module may lack an alias the registry
- * lists for its file; the caller reports that. */
-const sbx_plugin_desc *sbx__module_find(const sbx__module *mod, const char *alias);
-/* Path the module was loaded from (valid until sbx__module_unload). */
-const char *sbx__module_path(const sbx__module *mod);
-
 /* Real (symlink-free) folder of the object holding libsbx's code: the folder of libsbx.so,
  * or of the executable when linked statically. NULL when it cannot be found. The string is
  * static. Thread-safe. */

@@ -15,9 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gc.h"
-#include "internal.h"
-#include "ledger.h"
+#include "host_internal.h"
 
 /* How many times a start retries after losing a race to another process. */
 #define SESSION_ATTEMPTS 4
@@ -246,6 +244,114 @@ static void discard(sbx_host *host, const char *id)
 			 "%s: cannot destroy the sandbox of a lost race: %s", id, derr.message);
 }
 
+/* One sbx_session_start. */
+typedef struct starting {
+	sbx_host *host;
+	sbx__ledger *led;
+	const char *user, *session;
+	const sbx_create_opts *opts;
+	char *given; /* the caller's assets, encoded; NULL: keep the recorded ones */
+	size_t given_len;
+	char *id;
+	uint32_t how; /* SBX_SESSION_* */
+} starting;
+
+/* Not a status: the record changed under this start (another process won a race); look
+ * again. */
+#define LOOK_AGAIN (-1)
+
+/* No record: a new sandbox, recorded unless another start recorded one first. */
+static int start_new(starting *s, sbx__session_row *row, sbx_error *err)
+{
+	int rc = make_sandbox(s->host, s->opts, NULL, s->given, s->given_len, row, err);
+	if (rc != SBX_OK)
+		return rc;
+	row->assets = s->given;
+	row->assets_len = s->given_len;
+	int inserted = 0;
+	rc = sbx__session_insert(s->led, row, &inserted, err);
+	if (rc != SBX_OK || !inserted) {
+		discard(s->host, row->sandbox_id);
+		return rc != SBX_OK ? rc : LOOK_AGAIN;
+	}
+	snprintf(s->id, SBX_ID_MAX, "%s", row->sandbox_id);
+	s->how = SBX_SESSION_CREATED;
+	return SBX_OK;
+}
+
+/* The recorded sandbox is gone: a new one with the assets uploaded again, recorded unless
+ * the record changed meanwhile. */
+static int start_again(starting *s, const sbx__session_row *rec, sbx__session_row *row,
+		       sbx_error *err)
+{
+	const char *blob = s->given ? s->given : rec->assets;
+	size_t blob_len = s->given ? s->given_len : rec->assets_len;
+	int rc = make_sandbox(s->host, s->opts, rec, blob, blob_len, row, err);
+	if (rc != SBX_OK)
+		return rc;
+	row->assets = (char *)blob;
+	row->assets_len = blob_len;
+	int replaced = 0;
+	rc = sbx__session_replace(s->led, row, rec->sandbox_id, &replaced, err);
+	if (rc != SBX_OK || !replaced) {
+		discard(s->host, row->sandbox_id);
+		return rc != SBX_OK ? rc : LOOK_AGAIN;
+	}
+	snprintf(s->id, SBX_ID_MAX, "%s", row->sandbox_id);
+	s->how = SBX_SESSION_RECREATED;
+	return SBX_OK;
+}
+
+/* The recorded sandbox lives: resumed when paused, the record marked running, new assets
+ * uploaded. */
+static int reconnect(starting *s, const sbx__session_row *rec, int paused, sbx_error *err)
+{
+	int rc = SBX_OK;
+	s->how = SBX_SESSION_REUSED;
+	if (paused) {
+		rc = sbx_resume(s->host, rec->sandbox_id, err);
+		s->how = SBX_SESSION_RESUMED;
+	}
+	if (rc == SBX_OK && strcmp(rec->state, SBX__LEDGER_RUNNING) != 0)
+		rc = sbx__session_set_state(s->led, s->user, s->session, SBX__LEDGER_RUNNING, err);
+	if (rc == SBX_OK && s->given) {
+		rc = upload_assets(s->host, rec->sandbox_id, s->given, s->given_len, err);
+		if (rc == SBX_OK)
+			rc = sbx__session_set_assets(s->led, s->user, s->session, s->given,
+						     s->given_len, err);
+	}
+	if (rc == SBX_OK)
+		snprintf(s->id, SBX_ID_MAX, "%s", rec->sandbox_id);
+	return rc;
+}
+
+/* One look at the record, and what follows from it. */
+static int start_once(starting *s, sbx__session_row *rec, sbx_error *err)
+{
+	sbx__session_row row;
+	memset(&row, 0, sizeof(row));
+	snprintf(row.user_id, sizeof(row.user_id), "%s", s->user);
+	snprintf(row.session_id, sizeof(row.session_id), "%s", s->session);
+	int rc = sbx__session_load(s->led, s->user, s->session, rec, err);
+	if (rc == SBX_E_NOT_FOUND)
+		return start_new(s, &row, err);
+	if (rc != SBX_OK)
+		return rc;
+	/* The backend, not the ledger, says whether the sandbox lives. */
+	uint32_t state = SBX_STATE_UNKNOWN;
+	sbx_error serr = {0};
+	int st = sbx_status(s->host, rec->sandbox_id, &state, &serr);
+	int gone = (st == SBX_OK && state == SBX_STATE_GONE) || st == SBX_E_NOT_FOUND;
+	if (gone)
+		return start_again(s, rec, &row, err);
+	if (st != SBX_OK && st != SBX_E_UNSUPPORTED) {
+		rc = sbx__set_error(err, st, "%s", serr.message);
+		sbx__error_prefix(err, "session: start: status of %s", rec->sandbox_id);
+		return rc;
+	}
+	return reconnect(s, rec, st == SBX_OK && state == SBX_STATE_PAUSED, err);
+}
+
 int sbx_session_start(sbx_host *host, const char *user_id, const char *session_id,
 		      const sbx_create_opts *opts, const sbx_kv *assets, uint32_t n_assets,
 		      char id[SBX_ID_MAX], uint32_t *outcome, sbx_error *err)
@@ -255,119 +361,39 @@ int sbx_session_start(sbx_host *host, const char *user_id, const char *session_i
 	id[0] = '\0';
 	if (outcome)
 		*outcome = SBX_SESSION_CREATED;
+	sbx_create_opts o;
 	int rc = check_key(user_id, session_id, "start", err);
+	if (rc == SBX_OK)
+		rc = sbx__struct_in(opts, &o, sizeof(o), sizeof(o), "session: start: options", err);
+	if (rc == SBX_OK && n_assets && !assets)
+		rc = sbx__set_error(err, SBX_E_INVAL, "session: start: NULL assets");
+	starting s = {.host = host,
+		      .user = user_id,
+		      .session = session_id,
+		      .opts = opts ? &o : NULL,
+		      .id = id};
+	if (rc == SBX_OK)
+		rc = sbx__host_ledger(host, &s.led, err);
+	if (rc == SBX_OK)
+		rc = encode_assets(assets, n_assets, &s.given, &s.given_len, err);
 	if (rc != SBX_OK)
 		return rc;
-	if (opts && opts->struct_size < sizeof(*opts))
-		return sbx__set_error(err, SBX_E_INVAL,
-				      "session: start: options struct has size %u, expected %zu "
-				      "(use SBX_INIT_HEADER)",
-				      opts->struct_size, sizeof(*opts));
-	if (n_assets && !assets)
-		return sbx__set_error(err, SBX_E_INVAL, "session: start: NULL assets");
-	sbx__ledger *led = NULL;
-	rc = sbx__host_ledger(host, &led, err);
-	if (rc != SBX_OK)
-		return rc;
-	char *given = NULL;
-	size_t given_len = 0;
-	rc = encode_assets(assets, n_assets, &given, &given_len, err);
-	if (rc != SBX_OK)
-		return rc;
-
-	sbx__session_row rec, row;
+	sbx__session_row rec;
 	memset(&rec, 0, sizeof(rec));
-	for (int attempt = 0; attempt < SESSION_ATTEMPTS; attempt++) {
+	rc = LOOK_AGAIN;
+	for (int attempt = 0; attempt < SESSION_ATTEMPTS && rc == LOOK_AGAIN; attempt++) {
 		sbx__session_row_clear(&rec);
-		memset(&row, 0, sizeof(row));
-		snprintf(row.user_id, sizeof(row.user_id), "%s", user_id);
-		snprintf(row.session_id, sizeof(row.session_id), "%s", session_id);
-		rc = sbx__session_load(led, user_id, session_id, &rec, err);
-		if (rc == SBX_E_NOT_FOUND) {
-			rc = make_sandbox(host, opts, NULL, given, given_len, &row, err);
-			if (rc != SBX_OK)
-				goto out;
-			row.assets = given;
-			row.assets_len = given_len;
-			int inserted = 0;
-			rc = sbx__session_insert(led, &row, &inserted, err);
-			if (rc != SBX_OK || !inserted) {
-				discard(host, row.sandbox_id);
-				if (rc != SBX_OK)
-					goto out;
-				continue; /* another process recorded it first: join theirs */
-			}
-			snprintf(id, SBX_ID_MAX, "%s", row.sandbox_id);
-			if (outcome)
-				*outcome = SBX_SESSION_CREATED;
-			goto out;
-		}
-		if (rc != SBX_OK)
-			goto out;
-
-		const char *blob = given ? given : rec.assets;
-		size_t blob_len = given ? given_len : rec.assets_len;
-		uint32_t state = SBX_STATE_UNKNOWN;
-		sbx_error serr = {0};
-		int st = sbx_status(host, rec.sandbox_id, &state, &serr);
-		int gone = (st == SBX_OK && state == SBX_STATE_GONE) || st == SBX_E_NOT_FOUND;
-		if (st != SBX_OK && st != SBX_E_UNSUPPORTED && !gone) {
-			rc = sbx__set_error(err, st, "%s", serr.message);
-			sbx__error_prefix(err, "session: start: status of %s", rec.sandbox_id);
-			goto out;
-		}
-		if (gone) {
-			rc = make_sandbox(host, opts, &rec, blob, blob_len, &row, err);
-			if (rc != SBX_OK)
-				goto out;
-			row.assets = (char *)blob;
-			row.assets_len = blob_len;
-			int replaced = 0;
-			rc = sbx__session_replace(led, &row, rec.sandbox_id, &replaced, err);
-			if (rc != SBX_OK || !replaced) {
-				discard(host, row.sandbox_id);
-				if (rc != SBX_OK)
-					goto out;
-				continue; /* replaced (or ended) meanwhile: look again */
-			}
-			snprintf(id, SBX_ID_MAX, "%s", row.sandbox_id);
-			if (outcome)
-				*outcome = SBX_SESSION_RECREATED;
-			goto out;
-		}
-		uint32_t how = SBX_SESSION_REUSED;
-		if (st == SBX_OK && state == SBX_STATE_PAUSED) {
-			rc = sbx_resume(host, rec.sandbox_id, err);
-			if (rc != SBX_OK)
-				goto out;
-			how = SBX_SESSION_RESUMED;
-		}
-		if (strcmp(rec.state, SBX__LEDGER_RUNNING) != 0) {
-			rc = sbx__session_set_state(led, user_id, session_id, SBX__LEDGER_RUNNING,
-						    err);
-			if (rc != SBX_OK)
-				goto out;
-		}
-		if (given) {
-			rc = upload_assets(host, rec.sandbox_id, given, given_len, err);
-			if (rc == SBX_OK)
-				rc = sbx__session_set_assets(led, user_id, session_id, given,
-							     given_len, err);
-			if (rc != SBX_OK)
-				goto out;
-		}
-		snprintf(id, SBX_ID_MAX, "%s", rec.sandbox_id);
-		if (outcome)
-			*outcome = how;
-		goto out;
+		rc = start_once(&s, &rec, err);
 	}
-	rc = sbx__set_error(err, SBX_E_BACKEND,
-			    "session: start: '%.200s' of user '%.200s' kept changing under "
-			    "concurrent starts; try again",
-			    session_id, user_id);
-out:
+	if (rc == LOOK_AGAIN)
+		rc = sbx__set_error(err, SBX_E_BACKEND,
+				    "session: start: '%.200s' of user '%.200s' kept changing "
+				    "under concurrent starts; try again",
+				    session_id, user_id);
+	if (rc == SBX_OK && outcome)
+		*outcome = s.how;
 	sbx__session_row_clear(&rec);
-	sbx__free(given);
+	sbx__free(s.given);
 	return rc;
 }
 

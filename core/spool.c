@@ -1,5 +1,9 @@
-/* One exec's output: the per-call directory (command.txt, stdout.txt, stderr.txt) and the
- * display copies.
+/* One exec's output, from its call directory to its sbx_exec_result.
+ *
+ * The spool owns the per-call directory: it names it (<state dir>/calls/<sandbox id>/<time>-
+ * <pid>-<n>), makes it with command.txt, stdout.txt and stderr.txt, removes it when the call
+ * fails and removes a sandbox's folder of them when the sandbox is destroyed. It builds every
+ * sbx_exec_result: the display copies, lengths and paths, and the outcome the plugin reported.
  *
  * Memory stays constant however much a command prints: every chunk goes straight to its file
  * (up to output_max_bytes per stream, the rest is counted as dropped), and only a bounded head
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -63,7 +68,9 @@ typedef struct spool_stream {
 
 struct sbx__spool {
 	pthread_mutex_t lock;
-	char *dir;
+	char *calls; /* the sandbox's folder of call directories */
+	char *dir;   /* this call's, in it */
+	int made;    /* dir was made (and is the spool's to remove) */
 	size_t threshold, head_chars, tail_chars, head_max;
 	uint64_t max_bytes;
 	spool_stream st[2];
@@ -89,28 +96,6 @@ static int write_all(int fd, const void *data, size_t len)
 		p += n;
 		len -= (size_t)n;
 	}
-	return 0;
-}
-
-static int mkdir_parents(char *path)
-{
-	/* The parent (the sandbox's calls folder) usually exists: one syscall in the common case. */
-	if (mkdir(path, 0700) == 0 || errno == EEXIST)
-		return 0;
-	if (errno != ENOENT)
-		return errno;
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		int rc = mkdir(path, 0700);
-		int e = errno;
-		*p = '/';
-		if (rc != 0 && e != EEXIST)
-			return e;
-	}
-	if (mkdir(path, 0700) != 0 && errno != EEXIST)
-		return errno;
 	return 0;
 }
 
@@ -233,76 +218,159 @@ static void flush_decoder(struct sbx__spool *sp, spool_stream *st)
 	st->dec.npend = 0;
 }
 
-/* ---- life cycle */
-
-int sbx__spool_new(const char *call_dir, const char *command, const sbx__policy *policy,
-		   sbx__spool **out, sbx_error *err)
+/* <state_dir>/calls/<id>, the id percent-encoded but for [A-Za-z0-9._-] so each id gets a
+ * distinct folder. */
+static char *calls_dir(const char *state_dir, const char *id)
 {
-	static const char *const names[2] = {"stdout.txt", "stderr.txt"};
-	int rc = SBX_OK;
-	struct sbx__spool *sp = sbx__calloc(1, sizeof(*sp));
-	if (!sp)
-		return sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
-	sp->st[0].fd = sp->st[1].fd = -1;
-	if (pthread_mutex_init(&sp->lock, NULL) != 0) {
-		sbx__free(sp);
-		return sbx__set_error(err, SBX_E_NOMEM, "exec: cannot create a mutex");
+	char enc[SBX_ID_MAX * 3 + 1];
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)id; *p && o + 4 < sizeof(enc); p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-') {
+			enc[o++] = (char)*p;
+		} else {
+			snprintf(enc + o, 4, "%%%02X", *p);
+			o += 3;
+		}
 	}
+	enc[o] = '\0';
+	return sbx__asprintf("%s/calls/%s", state_dir, enc);
+}
+
+/* A call's own folder in its sandbox's: time, pid and a counter of this process. */
+static char *call_dir(const char *calls)
+{
+	static uint64_t seq;
+	uint64_t n = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
+	return sbx__asprintf("%s/%lld-%ld-%llu", calls, (long long)time(NULL), (long)getpid(),
+			     (unsigned long long)n);
+}
+
+/* A shell-quoted rendering of argv for command.txt. */
+static char *argv_text(const char *const *argv)
+{
+	size_t n = 1;
+	for (size_t i = 0; argv[i]; i++) {
+		n += 3;
+		for (const char *p = argv[i]; *p; p++)
+			n += *p == '\'' ? 4 : 1;
+	}
+	char *s = sbx__alloc(n);
+	if (!s)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; argv[i]; i++) {
+		if (i)
+			s[o++] = ' ';
+		s[o++] = '\'';
+		for (const char *p = argv[i]; *p; p++) {
+			if (*p == '\'') {
+				memcpy(s + o, "'\\''", 4);
+				o += 4;
+			} else {
+				s[o++] = *p;
+			}
+		}
+		s[o++] = '\'';
+	}
+	s[o] = '\0';
+	return s;
+}
+
+/* Writes `text` to dir/name (mode 0600). */
+static int write_text(const char *dir, const char *name, const char *text, sbx_error *err)
+{
+	char *path = sbx__asprintf("%s/%s", dir, name);
+	if (!path)
+		return sbx__nomem(err, "exec");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int e = fd < 0 ? errno : write_all(fd, text, strlen(text));
+	if (fd >= 0 && close(fd) != 0 && !e)
+		e = errno;
+	int rc = e ? sbx__set_error(err, SBX_E_IO, "exec: cannot write %s: %s", path, strerror(e))
+		   : SBX_OK;
+	sbx__free(path);
+	return rc;
+}
+
+static void take_policy(struct sbx__spool *sp, const sbx__policy *policy)
+{
 	sp->threshold =
 	    clamp_chars(policy ? policy->output_char_threshold : SPOOL_DEFAULT_THRESHOLD);
 	sp->head_chars = clamp_chars(policy ? policy->truncate_head_chars : SPOOL_DEFAULT_HEAD);
 	sp->tail_chars = clamp_chars(policy ? policy->truncate_tail_chars : SPOOL_DEFAULT_TAIL);
 	sp->max_bytes = policy ? policy->output_max_bytes : 0;
 	sp->head_max = sp->head_chars > sp->threshold ? sp->head_chars : sp->threshold;
+}
 
-	sp->dir = sbx__strdup(call_dir);
-	if (!sp->dir) {
-		rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
-		goto out;
-	}
-	int e = mkdir_parents(sp->dir);
-	if (e) {
-		rc = sbx__set_error(err, SBX_E_IO, "exec: cannot create call directory %s: %s",
-				    call_dir, strerror(e));
-		goto out;
-	}
-	for (int i = 0; i < 2; i++) {
-		spool_stream *st = &sp->st[i];
-		st->path = sbx__asprintf("%s/%s", call_dir, names[i]);
-		st->head = sbx__alloc(sp->head_max * 4);
-		/* Not zeroed: only the tail_n slots written are ever read. */
-		st->tail = sbx__alloc((sp->tail_chars ? sp->tail_chars : 1) * sizeof(tail_unit));
-		if (!st->path || !st->head || !st->tail) {
-			rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
-			goto out;
-		}
-		st->fd = open(st->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (st->fd < 0) {
-			rc = sbx__set_error(err, SBX_E_IO, "exec: cannot create %s: %s", st->path,
-					    strerror(errno));
-			goto out;
-		}
-	}
-	char *cmd_path = sbx__asprintf("%s/command.txt", call_dir);
-	if (!cmd_path) {
-		rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
-		goto out;
-	}
-	int fd = open(cmd_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	e = fd < 0 ? errno : write_all(fd, command ? command : "", command ? strlen(command) : 0);
-	if (fd >= 0 && close(fd) != 0 && !e)
-		e = errno;
+/* The stream's file (empty) and its head and tail buffers. */
+static int open_stream(struct sbx__spool *sp, spool_stream *st, const char *name, sbx_error *err)
+{
+	st->path = sbx__asprintf("%s/%s", sp->dir, name);
+	st->head = sbx__alloc(sp->head_max * 4);
+	/* Not zeroed: only the tail_n slots written are ever read. */
+	st->tail = sbx__alloc((sp->tail_chars ? sp->tail_chars : 1) * sizeof(tail_unit));
+	if (!st->path || !st->head || !st->tail)
+		return sbx__nomem(err, "exec");
+	st->fd = open(st->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (st->fd < 0)
+		return sbx__set_error(err, SBX_E_IO, "exec: cannot create %s: %s", st->path,
+				      strerror(errno));
+	return SBX_OK;
+}
+
+/* Names, makes and fills the call directory. */
+static int make_call_dir(struct sbx__spool *sp, const char *state_dir, const char *id,
+			 const char *command, sbx_error *err)
+{
+	sp->calls = calls_dir(state_dir, id);
+	sp->dir = sp->calls ? call_dir(sp->calls) : NULL;
+	if (!sp->dir)
+		return sbx__nomem(err, "exec");
+	int e = sbx__mkdirs(sp->dir);
 	if (e)
-		rc = sbx__set_error(err, SBX_E_IO, "exec: cannot write %s: %s", cmd_path,
-				    strerror(e));
-	sbx__free(cmd_path);
-out:
+		return sbx__set_error(err, SBX_E_IO, "exec: cannot create call directory %s: %s",
+				      sp->dir, strerror(e));
+	sp->made = 1;
+	int rc = open_stream(sp, &sp->st[0], "stdout.txt", err);
+	if (rc == SBX_OK)
+		rc = open_stream(sp, &sp->st[1], "stderr.txt", err);
+	if (rc == SBX_OK)
+		rc = write_text(sp->dir, "command.txt", command, err);
+	return rc;
+}
+
+int sbx__spool_open(const char *state_dir, const char *id, const char *shell,
+		    const char *const *argv, const sbx__policy *policy, sbx__spool **out,
+		    sbx_error *err)
+{
+	*out = NULL;
+	struct sbx__spool *sp = sbx__calloc(1, sizeof(*sp));
+	if (!sp)
+		return sbx__nomem(err, "exec");
+	sp->st[0].fd = sp->st[1].fd = -1;
+	if (pthread_mutex_init(&sp->lock, NULL) != 0) {
+		sbx__free(sp);
+		return sbx__set_error(err, SBX_E_NOMEM, "exec: cannot create a mutex");
+	}
+	take_policy(sp, policy);
+	char *command = shell ? sbx__strdup(shell) : argv_text(argv);
+	int rc = command ? make_call_dir(sp, state_dir, id, command, err) : sbx__nomem(err, "exec");
+	sbx__free(command);
 	if (rc != SBX_OK) {
-		sbx__spool_free(sp);
-		sp = NULL;
+		sbx__spool_fail(sp, rc, NULL);
+		return rc;
 	}
 	*out = sp;
-	return rc;
+	return SBX_OK;
+}
+
+void sbx__spool_forget(const char *state_dir, const char *id)
+{
+	char *calls = calls_dir(state_dir, id);
+	if (calls)
+		sbx__remove_tree(calls);
+	sbx__free(calls);
 }
 
 int sbx__spool_write(void *spool, uint32_t stream, const void *data, size_t len)
@@ -419,14 +487,9 @@ static int display_copy(struct sbx__spool *sp, spool_stream *st, char **text, si
 	return SBX_OK;
 }
 
-int sbx__spool_finish(sbx__spool *sp, sbx_exec_result *res, sbx_error *err)
+/* Closes both files; SBX_E_IO in err when storing output failed. */
+static int close_files(struct sbx__spool *sp, sbx_error *err)
 {
-	int rc = SBX_OK;
-	char *text[2] = {NULL, NULL};
-	size_t len[2] = {0, 0};
-	int cut[2] = {0, 0};
-	char *dir = NULL, *files[2] = {NULL, NULL};
-
 	pthread_mutex_lock(&sp->lock);
 	for (int i = 0; i < 2; i++) {
 		spool_stream *st = &sp->st[i];
@@ -440,57 +503,14 @@ int sbx__spool_finish(sbx__spool *sp, sbx_exec_result *res, sbx_error *err)
 		}
 	}
 	pthread_mutex_unlock(&sp->lock);
-	if (sp->io_errno) {
-		rc = sbx__set_error(err, SBX_E_IO, "exec: cannot store %s in %s: %s", sp->io_stream,
-				    sp->dir, strerror(sp->io_errno));
-		goto out;
-	}
-	for (int i = 0; i < 2; i++) {
-		if (display_copy(sp, &sp->st[i], &text[i], &len[i], &cut[i]) != SBX_OK) {
-			rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
-			goto out;
-		}
-	}
-	dir = sbx__strdup(sp->dir);
-	files[0] = sbx__strdup(sp->st[0].path);
-	files[1] = sbx__strdup(sp->st[1].path);
-	if (!dir || !files[0] || !files[1]) {
-		rc = sbx__set_error(err, SBX_E_NOMEM, "exec: out of memory");
-		goto out;
-	}
-	sbx__free(res->stdout_text);
-	sbx__free(res->stderr_text);
-	sbx__free(res->output_dir);
-	sbx__free(res->stdout_file);
-	sbx__free(res->stderr_file);
-	res->stdout_text = text[0];
-	res->stderr_text = text[1];
-	res->stdout_text_len = len[0];
-	res->stderr_text_len = len[1];
-	res->truncated = (cut[0] || cut[1]) ? 1u : 0u;
-	res->original_stdout_length = sp->st[0].chars;
-	res->original_stderr_length = sp->st[1].chars;
-	res->stdout_bytes = sp->st[0].bytes;
-	res->stderr_bytes = sp->st[1].bytes;
-	res->stdout_dropped = sp->st[0].dropped;
-	res->stderr_dropped = sp->st[1].dropped;
-	res->output_dir = dir;
-	res->stdout_file = files[0];
-	res->stderr_file = files[1];
+	if (sp->io_errno)
+		return sbx__set_error(err, SBX_E_IO, "exec: cannot store %s in %s: %s",
+				      sp->io_stream, sp->dir, strerror(sp->io_errno));
 	return SBX_OK;
-out:
-	sbx__free(text[0]);
-	sbx__free(text[1]);
-	sbx__free(dir);
-	sbx__free(files[0]);
-	sbx__free(files[1]);
-	return rc;
 }
 
-void sbx__spool_free(sbx__spool *sp)
+static void spool_free(struct sbx__spool *sp)
 {
-	if (!sp)
-		return;
 	for (int i = 0; i < 2; i++) {
 		if (sp->st[i].fd >= 0)
 			close(sp->st[i].fd);
@@ -498,9 +518,89 @@ void sbx__spool_free(sbx__spool *sp)
 		sbx__free(sp->st[i].head);
 		sbx__free(sp->st[i].tail);
 	}
+	sbx__free(sp->calls);
 	sbx__free(sp->dir);
 	pthread_mutex_destroy(&sp->lock);
 	sbx__free(sp);
+}
+
+/* The display copies, counts and paths of both streams into res. */
+static int fill_output(struct sbx__spool *sp, sbx_exec_result *res)
+{
+	int cut[2] = {0, 0};
+	if (display_copy(sp, &sp->st[0], &res->stdout_text, &res->stdout_text_len, &cut[0]) !=
+		SBX_OK ||
+	    display_copy(sp, &sp->st[1], &res->stderr_text, &res->stderr_text_len, &cut[1]) !=
+		SBX_OK)
+		return SBX_E_NOMEM;
+	res->output_dir = sbx__strdup(sp->dir);
+	res->stdout_file = sbx__strdup(sp->st[0].path);
+	res->stderr_file = sbx__strdup(sp->st[1].path);
+	if (!res->output_dir || !res->stdout_file || !res->stderr_file)
+		return SBX_E_NOMEM;
+	res->truncated = (cut[0] || cut[1]) ? 1u : 0u;
+	res->original_stdout_length = sp->st[0].chars;
+	res->original_stderr_length = sp->st[1].chars;
+	res->stdout_bytes = sp->st[0].bytes;
+	res->stderr_bytes = sp->st[1].bytes;
+	res->stdout_dropped = sp->st[0].dropped;
+	res->stderr_dropped = sp->st[1].dropped;
+	return SBX_OK;
+}
+
+int sbx__spool_finish(sbx__spool *sp, const sbx_exec_outcome *oc, double duration,
+		      sbx_exec_result **out, sbx_error *err)
+{
+	*out = NULL;
+	int rc = close_files(sp, err);
+	sbx_exec_result *res = rc == SBX_OK ? sbx__calloc(1, sizeof(*res)) : NULL;
+	if (rc == SBX_OK && (!res || fill_output(sp, res) != SBX_OK))
+		rc = sbx__nomem(err, "exec");
+	if (rc != SBX_OK) {
+		sbx_exec_result_free(res);
+		return sbx__spool_fail(sp, rc, err);
+	}
+	SBX_INIT_HEADER(*res);
+	res->exit_code = oc->exit_code;
+	res->signal = oc->signal;
+	res->timed_out = oc->timed_out ? 1u : 0u;
+	res->oom_killed = oc->oom_killed ? 1u : 0u;
+	res->duration = duration;
+	spool_free(sp);
+	*out = res;
+	return SBX_OK;
+}
+
+int sbx__spool_fail(sbx__spool *sp, int rc, sbx_error *err)
+{
+	sbx_error io = {0};
+	/* A spool failure (a full disk) is the more useful message. */
+	if (close_files(sp, &io) != SBX_OK)
+		rc = sbx__set_error(err, SBX_E_IO, "%s", io.message);
+	/* Nothing to show for a call that did not run; keep the sandbox's folder tidy. */
+	if (sp->made) {
+		sbx__remove_tree(sp->dir);
+		rmdir(sp->calls);
+	}
+	spool_free(sp);
+	return rc;
+}
+
+int sbx__spool_job_result(const char *job_id, sbx_exec_result **out, sbx_error *err)
+{
+	sbx_exec_result *res = sbx__calloc(1, sizeof(*res));
+	if (res) {
+		SBX_INIT_HEADER(*res);
+		res->job_id = sbx__strdup(job_id);
+		res->stdout_text = sbx__strdup("");
+		res->stderr_text = sbx__strdup("");
+	}
+	if (!res || !res->job_id || !res->stdout_text || !res->stderr_text) {
+		sbx_exec_result_free(res);
+		return sbx__nomem(err, "exec");
+	}
+	*out = res;
+	return SBX_OK;
 }
 
 void sbx_exec_result_free(sbx_exec_result *res)

@@ -54,6 +54,9 @@ typedef struct sbx_host_options {
 	const char *state_dir;
 	/* Identifier of this run, recorded in labels. NULL: generated. */
 	const char *run_id;
+	/* ABI 1.1: seconds a finished ledger row (sandbox gone or create failed) is kept before
+	 * sbx_gc_run removes it. 0: seven days; negative: forever. */
+	int64_t ledger_retention;
 } sbx_host_options;
 
 /* Creates a host. `opts` may be NULL for all defaults. Reads and validates the registry and
@@ -359,7 +362,9 @@ typedef struct sbx_gc_opts {
 /* sbx_gc with a report of every decision. gc never deletes a sandbox whose row or object
  * appeared after it started, a create or delete still in flight (its process alive), or
  * anything whose row changed after gc read it: each deletion is claimed in the ledger by a
- * conditional update at the moment it is made. */
+ * conditional update at the moment it is made. Rows of sandboxes gone (or of failed creates)
+ * longer ago than the host's ledger_retention (default seven days) are then removed, except
+ * on a dry run. */
 int sbx_gc_run(sbx_host *host, const sbx_gc_opts *opts, sbx_error *err);
 
 /* ---- sessions: (user_id, session_id) -> a sandbox that outlives the process (NexAU) ----

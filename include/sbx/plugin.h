@@ -12,6 +12,11 @@
  *        run through a plugin's execute under an in-sandbox supervisor, no new plugin op.
  *        sbx_plugin_desc grows sandbox_info (optional) at its end: a JSON object about one
  *        sandbox, shown by sbx_sandbox_info and `sbx status --json`.
+ *        The host no longer asks for status before each exec: execute in a paused sandbox
+ *        returns SBX_E_PAUSED (as every bundled backend did), and the host resumes and
+ *        retries once under auto_resume.
+ *        sbx_host_api grows state_dir_for(cfg): the plugins' folder of the host that made the
+ *        config. state_dir(void) stays for 1.0 plugins (the host made last in the process).
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns
@@ -108,7 +113,8 @@ typedef struct sbx_create_spec {
  * and returns that status. */
 typedef int (*sbx_output_fn)(void *ctx, uint32_t stream, const void *data, size_t len);
 
-/* One command to run. Exactly one of `shell` and `argv` is set.
+/* One command to run. Exactly one of `shell` and a non-empty `argv` is set (the host checks
+ * this before any plugin sees the request); `argc` counts argv's elements.
  *
  * `shell` runs as `bash -c SHELL`, or `sh -c SHELL` where bash is missing; the host never
  * splices it into a string of its own and neither may the plugin: pass it as one argv element.
@@ -172,6 +178,9 @@ typedef struct sbx_plugin_desc {
 	/* Writes the backend id (NUL-terminated, at most id_cap bytes) into id_buf. */
 	int (*create)(void *state, const sbx_create_spec *spec, char *id_buf, size_t id_cap,
 		      sbx_error *err);
+	/* A paused sandbox runs nothing: execute returns SBX_E_PAUSED. The host asks for no
+	 * status before an exec; on SBX_E_PAUSED it resumes the sandbox and calls execute once
+	 * more when the data source's policy has auto_resume. */
 	int (*execute)(void *state, const char *id, const sbx_exec_request *req,
 		       sbx_exec_outcome *out, sbx_error *err);
 	/* Destroying a sandbox that is already gone succeeds. */
@@ -231,8 +240,14 @@ typedef struct sbx_host_api {
 	/* Any value (lists and maps included) as JSON text. */
 	int (*config_json)(const sbx_config *cfg, const char *key, const char **out,
 			   sbx_error *err);
-	/* Directory the plugin may keep private files in (created on demand). */
+	/* Directory the plugin may keep private files in (created on demand): that of the host
+	 * made last in this process. Superseded by state_dir_for, which knows the host. */
 	const char *(*state_dir)(void);
+	/* ABI 1.1: the directory the plugin may keep private files in for the host whose
+	 * config `cfg` is (<state dir>/plugins, created on demand); NULL when it cannot be
+	 * made. Valid until fini. Two hosts with two state dirs in one process each get
+	 * their own. */
+	const char *(*state_dir_for)(const sbx_config *cfg);
 } sbx_host_api;
 
 /* The one symbol a plugin exports. `host` stays valid until the plugin is unloaded. */

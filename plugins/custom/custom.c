@@ -37,8 +37,13 @@ static int custom_init(const sbx_config *cfg, void **state, sbx_error *err)
 	custom_state *st = host->alloc(sizeof(*st));
 	if (!st)
 		return host->set_error(err, SBX_E_NOMEM, "custom: init: out of memory");
-	int n = root ? snprintf(st->root, sizeof(st->root), "%s", root)
-		     : snprintf(st->root, sizeof(st->root), "%s/custom", host->state_dir());
+	/* The state folder of the host that made cfg (ABI 1.1); a 1.0 host knows only the
+	 * latest host's. */
+	const char *dir = SBX_HAS(host, sbx_host_api, state_dir_for) ? host->state_dir_for(cfg)
+								     : host->state_dir();
+	int n = root  ? snprintf(st->root, sizeof(st->root), "%s", root)
+		: dir ? snprintf(st->root, sizeof(st->root), "%s/custom", dir)
+		      : -1;
 	if (n < 0 || (size_t)n >= sizeof(st->root)) {
 		host->free(st);
 		return host->set_error(err, SBX_E_CONFIG, "custom: init: root path is too long");

@@ -417,10 +417,6 @@ int sbx__dk_execute(void *state, const char *id, const sbx_exec_request *req, sb
 	int64_t start = now_ms();
 	if ((rc = sbx__dk_id_check(id, "exec", err)) != SBX_OK)
 		return rc;
-	if ((!req->shell) == (!req->argv) || (req->argv && !req->argv[0]))
-		return host->set_error(
-		    err, SBX_E_INVAL,
-		    "docker: exec: give exactly one of shell and a non-empty argv");
 	if (sbx__dk_token(token, sizeof(token), 16) != SBX_OK)
 		return host->set_error(err, SBX_E_INVAL, "docker: exec: no token");
 	snprintf(marker, sizeof(marker), "SBX_EXEC_TOKEN=%s", token);

@@ -497,6 +497,12 @@ static int run(e2_state *st, const char *id, const char *const *argv, const char
 				     s.error_code, s.error);
 		if (rc == SBX_E_NOT_FOUND)
 			sbx__e2_forget(st, id);
+		/* envd is not there for a target cached before another process paused the
+		 * sandbox: the API tells paused from gone (the host resumes on SBX_E_PAUSED). */
+		sbx_error why = {0};
+		if (rc == SBX_E_NOT_FOUND && !s.started &&
+		    sbx__e2_target(st, id, &t, &why) == SBX_E_PAUSED)
+			rc = host->set_error(err, SBX_E_PAUSED, "%s", why.message);
 		goto out;
 	}
 	if (!s.ended) {

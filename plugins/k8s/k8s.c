@@ -840,8 +840,6 @@ static int k8s_execute(void *state, const char *id, const sbx_exec_request *req,
 	int rc = check_id(id, err);
 	if (rc != SBX_OK)
 		return rc;
-	if (!req->shell && (!req->argv || !req->argv[0]))
-		return k8s__host->set_error(err, SBX_E_INVAL, "k8s: exec: no command");
 	size_t nargv = 0;
 	if (req->argv)
 		while (req->argv[nargv])

@@ -808,9 +808,6 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	if (sbx__local_cg_frozen(st, id) == 1)
 		return h->set_error(err, SBX_E_PAUSED,
 				    "local: exec: sandbox %s is paused; resume it first", id);
-	if ((!req->shell) == (!req->argv || !req->argv[0]))
-		return h->set_error(err, SBX_E_INVAL,
-				    "local: exec: give exactly one of a shell string and an argv");
 	rc = resolve_cwd(work, req, cwd, sizeof(cwd), err);
 	if (rc != SBX_OK)
 		return rc;

@@ -148,8 +148,11 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 		goto fail;
 	}
 	st->use_openat2 = getenv("SBX_LOCAL_NO_OPENAT2") == NULL;
-	int n = root ? snprintf(st->root, sizeof(st->root), "%s", root)
-		     : snprintf(st->root, sizeof(st->root), "%s/local", H->state_dir());
+	const char *dir =
+	    SBX_HAS(H, sbx_host_api, state_dir_for) ? H->state_dir_for(cfg) : H->state_dir();
+	int n = root  ? snprintf(st->root, sizeof(st->root), "%s", root)
+		: dir ? snprintf(st->root, sizeof(st->root), "%s/local", dir)
+		      : -1;
 	if (n < 0 || (size_t)n >= sizeof(st->root) - 64) {
 		rc = H->set_error(err, SBX_E_CONFIG, "local: init: root path is too long");
 		goto fail;

@@ -113,6 +113,12 @@ static const char *t_state_dir(void)
 	return state_dir;
 }
 
+static const char *t_state_dir_for(const sbx_config *cfg)
+{
+	(void)cfg;
+	return state_dir;
+}
+
 static sbx_host_api api = {
     .register_sandbox = t_register,
     .log = t_log,
@@ -126,6 +132,7 @@ static sbx_host_api api = {
     .config_bool = t_bool,
     .config_json = t_json,
     .state_dir = t_state_dir,
+    .state_dir_for = t_state_dir_for,
 };
 
 static void *state;

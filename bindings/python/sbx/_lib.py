@@ -1,7 +1,9 @@
 """ctypes mirror of include/sbx/host.h and the loading of libsbx.
 
 The library is found through $SBX_LIBRARY, then in an installed prefix ($SBX_PREFIX, this
-interpreter's, /usr/local, /usr), then the dynamic loader's search path. Every struct starts with the size/version header the C side checks.
+interpreter's, /usr/local, /usr), then the dynamic loader's search path. Every struct starts
+with the size/version header the C side checks; tests/python/test_layout.py pins each one to
+the C sizes and offsets.
 """
 import ctypes
 import ctypes.util
@@ -10,13 +12,7 @@ import sys
 import sysconfig
 
 ABI_MAJOR = 1
-ABI_MINOR = 0
-
-
-class Header(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("abi_major", ctypes.c_uint16),
-                ("abi_minor", ctypes.c_uint16)]
-
+ABI_MINOR = 1
 
 _HEADER = [("struct_size", ctypes.c_uint32), ("abi_major", ctypes.c_uint16),
            ("abi_minor", ctypes.c_uint16)]
@@ -40,7 +36,7 @@ class KV(ctypes.Structure):
 class HostOptions(ctypes.Structure):
     _fields_ = _HEADER + [("registry_path", ctypes.c_char_p), ("config_path", ctypes.c_char_p),
                           ("config_text", ctypes.c_char_p), ("state_dir", ctypes.c_char_p),
-                          ("run_id", ctypes.c_char_p)]
+                          ("run_id", ctypes.c_char_p), ("ledger_retention", ctypes.c_int64)]
 
 
 class CreateOpts(ctypes.Structure):

@@ -514,6 +514,54 @@ Test(config, for_plugin_type_errors_never_show_secret_values)
 		     "9223372036854775807");
 }
 
+/* The node of key in a plugin config, to tamper with after load. */
+static sbx__node *node_of(struct sbx_config *pc, const char *key)
+{
+	for (size_t i = 0; i < pc->map->n; i++)
+		if (strcmp(pc->map->keys[i], key) == 0)
+			return pc->map->items[i];
+	cr_assert_fail("no key %s", key);
+	return NULL;
+}
+
+Test(config, declared_values_are_converted_once_at_load)
+{
+	sbx__config *cfg =
+	    load("sandbox_config:\n  type: testbox\n  workers: 3\n  ratio: 0.25\n  debug: on\n"
+		 "  extra: 12\n");
+	sbx__node *def = registry_defaults("workers: 2\npin: 7\n");
+	sbx_plugin_desc d = test_desc();
+	struct sbx_config *pc = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx__config_for_plugin(&cfg->deflt, def, &d, &pc, &err), SBX_OK, "%s",
+		     err.message);
+	/* Spoil the text of the checked keys: the getters return what load converted. */
+	const char *const keys[] = {"workers", "ratio", "debug", "pin", "extra"};
+	for (size_t i = 0; i < 5; i++)
+		node_of(pc, keys[i])->scalar[0] = '#';
+	const sbx_host_api *api = sbx__host_api();
+	int64_t n = 0;
+	double r = 0;
+	int b = 0;
+	cr_assert_eq(api->config_int(pc, "workers", &n, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(n, 3, "the data source's value, over the registry's");
+	cr_assert_eq(api->config_int(pc, "pin", &n, &err), SBX_OK);
+	cr_assert_eq(n, 7);
+	cr_assert_eq(api->config_float(pc, "ratio", &r, &err), SBX_OK);
+	cr_assert_float_eq(r, 0.25, 1e-12);
+	cr_assert_eq(api->config_float(pc, "workers", &r, &err), SBX_OK,
+		     "an integer reads as a number");
+	cr_assert_float_eq(r, 3.0, 1e-12);
+	cr_assert_eq(api->config_bool(pc, "debug", &b, &err), SBX_OK);
+	cr_assert_eq(b, 1);
+	/* An SBX_KEY_ANY key is converted when read, by the same rules. */
+	cr_assert_eq(api->config_int(pc, "extra", &n, &err), SBX_E_CONFIG);
+	cr_assert_str_eq(err.message, "<config>:6: 'extra' must be an integer");
+	sbx__config_obj_free(pc);
+	sbx__node_free(def);
+	sbx__config_free(cfg);
+}
+
 /* Fails allocation number `fail_at` (1-based) and every one after it. */
 static long alloc_count, fail_at;
 static void *failing_alloc(size_t n)

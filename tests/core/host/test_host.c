@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,6 +422,28 @@ Test(host, paused_sandbox_refuses_exec_unless_auto_resume)
 	sbx_host_free(h);
 }
 
+Test(host, exec_asks_the_backend_for_no_status)
+{
+	sbx_host *h = new_host(config_text);
+	char a[SBX_ID_MAX];
+	create(h, NULL, a);
+	sbx_exec_result *r = run(h, a, "statuses", -1);
+	int before = atoi(r->stdout_text);
+	sbx_exec_result_free(r);
+	for (int i = 0; i < 3; i++)
+		sbx_exec_result_free(run(h, a, "x", -1));
+	r = run(h, a, "statuses", -1);
+	cr_assert_eq(atoi(r->stdout_text), before, "execs asked for status");
+	sbx_exec_result_free(r);
+	uint32_t st;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_status(h, a, &st, &err), SBX_OK);
+	r = run(h, a, "statuses", -1);
+	cr_assert_eq(atoi(r->stdout_text), before + 1);
+	sbx_exec_result_free(r);
+	sbx_host_free(h);
+}
+
 Test(host, files_route_and_unsupported_ops_say_so)
 {
 	sbx_host *h = new_host(config_text);
@@ -564,6 +587,156 @@ Test(host, null_and_bad_arguments)
 	cr_assert_eq(sbx_plugin_load(h, "nope", &err), SBX_E_UNKNOWN_ALIAS);
 	cr_assert_eq(sbx_exec(h, "hfix:h-1", NULL, NULL, &err), SBX_E_INVAL);
 	sbx_host_free(h);
+}
+
+Test(host, option_structs_from_older_and_newer_minors)
+{
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.registry_path = HFIX_REGISTRY;
+	o.config_text = config_text;
+	snprintf(state_dir, sizeof(state_dir), "%s/minors-%d", HOST_TMP, (int)getpid());
+	o.state_dir = state_dir;
+	/* An ABI 1.0 caller's options end before ledger_retention. */
+	o.struct_size = (uint32_t)offsetof(sbx_host_options, ledger_retention);
+	o.ledger_retention = 12345; /* past its struct: never read */
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_OK, "%s", err.message);
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	/* A 1.0 exec options struct ends before `background`: it runs in the foreground. */
+	sbx_exec_opts eo;
+	memset(&eo, 0, sizeof(eo));
+	SBX_INIT_HEADER(eo);
+	eo.struct_size = (uint32_t)offsetof(sbx_exec_opts, background);
+	eo.shell = "hi";
+	eo.background = 1;
+	sbx_exec_result *r = NULL;
+	cr_assert_eq(sbx_exec(h, id, &eo, &r, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(r->stdout_text, "hi\n");
+	cr_assert_null(r->job_id);
+	sbx_exec_result_free(r);
+	/* Smaller than 1.0: refused. */
+	eo.struct_size = (uint32_t)offsetof(sbx_exec_opts, user);
+	cr_assert_eq(sbx_exec(h, id, &eo, &r, &err), SBX_E_INVAL);
+	char want[300];
+	snprintf(want, sizeof(want),
+		 "exec: options struct has size %zu, expected at least %zu (use "
+		 "SBX_INIT_HEADER)",
+		 offsetof(sbx_exec_opts, user), offsetof(sbx_exec_opts, background));
+	cr_assert_str_eq(err.message, want);
+	/* From a newer minor: fine while what this library does not know is zero. */
+	struct {
+		sbx_create_opts o;
+		uint64_t newer;
+	} big;
+	memset(&big, 0, sizeof(big));
+	SBX_INIT_HEADER(big.o);
+	big.o.struct_size = (uint32_t)sizeof(big);
+	cr_assert_eq(sbx_create(h, &big.o, id, &err), SBX_OK, "%s", err.message);
+	big.newer = 7;
+	cr_assert_eq(sbx_create(h, &big.o, id, &err), SBX_E_INVAL);
+	snprintf(want, sizeof(want),
+		 "create: options struct has size %zu and sets members past the %zu bytes libsbx "
+		 "%s knows; upgrade libsbx",
+		 sizeof(big), sizeof(sbx_create_opts), sbx_version());
+	cr_assert_str_eq(err.message, want);
+	/* An output struct gets what its size holds, and nothing past it. */
+	struct {
+		sbx_plugin_info i;
+		uint64_t newer;
+	} info;
+	memset(&info, 0xab, sizeof(info));
+	SBX_INIT_HEADER(info.i);
+	info.i.struct_size = (uint32_t)sizeof(info);
+	cr_assert_eq(sbx_plugin_get(h, 0, &info.i, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(info.i.struct_size, sizeof(info));
+	cr_assert_str_eq(info.i.alias, "gone");
+	cr_assert_eq(info.newer, 0xababababababababull);
+	info.i.struct_size = 8;
+	cr_assert_eq(sbx_plugin_get(h, 0, &info.i, &err), SBX_E_INVAL);
+	sbx_host_free(h);
+}
+
+Test(host, plugins_get_the_state_dir_of_their_own_host)
+{
+	sbx_host *a = new_host(config_text);
+	char dir_a[sizeof(state_dir)];
+	snprintf(dir_a, sizeof(dir_a), "%s", state_dir);
+	sbx_host *b = new_host(config_text);
+	char id[SBX_ID_MAX];
+	create(a, NULL, id);
+	sbx_exec_result *r = run(a, id, "statedirs", -1);
+	char want[1300];
+	snprintf(want, sizeof(want), "%s/plugins\n%s/plugins\n", dir_a, state_dir);
+	cr_assert_str_eq(r->stdout_text, want, "state_dir_for names host a's, state_dir() b's");
+	struct stat st;
+	snprintf(want, sizeof(want), "%s/plugins", dir_a);
+	cr_assert_eq(stat(want, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode));
+	sbx_exec_result_free(r);
+	sbx_host_free(b);
+	sbx_host_free(a);
+}
+
+/* A host whose finished rows are kept `retention` seconds (0: the default). */
+static sbx_host *host_keeping(int64_t retention)
+{
+	snprintf(state_dir, sizeof(state_dir), "%s/keep-%d-%d", HOST_TMP, (int)getpid(), ++counter);
+	sbx_host_options o;
+	memset(&o, 0, sizeof(o));
+	SBX_INIT_HEADER(o);
+	o.registry_path = HFIX_REGISTRY;
+	o.config_text = config_text;
+	o.state_dir = state_dir;
+	o.ledger_retention = retention;
+	sbx_host *h = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_OK, "%s", err.message);
+	return h;
+}
+
+static int count_rows(void *ctx, const sbx_sandbox_record *rec)
+{
+	(void)rec;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static int rows_of(sbx_host *h)
+{
+	int n = 0;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_ledger_list(h, count_rows, &n, &err), SBX_OK, "%s", err.message);
+	return n;
+}
+
+Test(host, gc_prunes_finished_rows_after_the_retention)
+{
+	sbx_host *h[3] = {host_keeping(1), host_keeping(0), host_keeping(-1)};
+	sbx_error err = {0};
+	for (int i = 0; i < 3; i++) {
+		char gone[SBX_ID_MAX], live[SBX_ID_MAX];
+		create(h[i], NULL, gone);
+		create(h[i], NULL, live);
+		cr_assert_eq(sbx_destroy(h[i], gone, &err), SBX_OK, "%s", err.message);
+		cr_assert_eq(rows_of(h[i]), 2);
+	}
+	/* Past the one-second retention (the rows are stamped in whole seconds). */
+	sleep(3);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(sbx_gc(h[i], SBX_GC_DRY_RUN, NULL, NULL, &err), SBX_OK, "%s",
+			     err.message);
+	cr_assert_eq(rows_of(h[0]), 2, "a dry run prunes nothing");
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(sbx_gc(h[i], 0, NULL, NULL, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(rows_of(h[0]), 1, "retention 1 s: the gone row is pruned, the live one kept");
+	cr_assert_eq(rows_of(h[1]), 2, "the default seven days keep a fresh gone row");
+	cr_assert_eq(rows_of(h[2]), 2, "a negative retention keeps every row");
+	for (int i = 0; i < 3; i++)
+		sbx_host_free(h[i]);
 }
 
 typedef struct seen {

@@ -1,7 +1,9 @@
-/* The exec output spool: files hold the bytes, display copies are exact (NexAU's marker and
+/* The exec output spool: it names, makes and removes the call directory and builds the whole
+ * result; files hold the bytes, display copies are exact (NexAU's marker and
  * character counting), `truncated` is set only when something was cut, bytes past
  * output_max_bytes are counted as dropped while head and tail stay exact. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,9 @@
 
 #include "internal.h"
 
-static char dir[600];
+static char state[200]; /* the state dir the spools make their call directories in */
+static char calls[300]; /* the calls folder of the last spool's sandbox */
+static char dir[600];   /* the last spool's call directory */
 static int seq;
 
 static sbx__policy policy(uint64_t threshold, uint64_t head, uint64_t tail, uint64_t max_bytes)
@@ -24,26 +28,46 @@ static sbx__policy policy(uint64_t threshold, uint64_t head, uint64_t tail, uint
 	return p;
 }
 
-static sbx__spool *new_spool(const sbx__policy *p)
+/* A spool of sandbox "t:box-N" (a new N each time) whose command is `shell` or argv. */
+static sbx__spool *open_spool(const sbx__policy *p, const char *shell, const char *const *argv)
 {
 	const char *base = getenv("SPOOL_TMP");
-	snprintf(dir, sizeof(dir), "%s/spool-%d/call-%d", base ? base : "/tmp", (int)getpid(),
-		 ++seq);
+	snprintf(state, sizeof(state), "%s/spool-%d", base ? base : "/tmp", (int)getpid());
+	char id[64];
+	snprintf(id, sizeof(id), "t:box-%d", ++seq);
+	snprintf(calls, sizeof(calls), "%s/calls/t%%3Abox-%d", state, seq);
 	sbx__spool *sp = NULL;
 	sbx_error err = {0};
-	int rc = sbx__spool_new(dir, "echo hi", p, &sp, &err);
+	int rc = sbx__spool_open(state, id, shell, argv, p, &sp, &err);
 	cr_assert_eq(rc, SBX_OK, "%s", err.message);
+	/* The call directory is the only entry of the sandbox's calls folder. */
+	DIR *d = opendir(calls);
+	cr_assert_not_null(d, "%s", calls);
+	struct dirent *e;
+	int n = 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			snprintf(dir, sizeof(dir), "%s/%s", calls, e->d_name);
+			n++;
+		}
+	closedir(d);
+	cr_assert_eq(n, 1);
 	return sp;
+}
+
+static sbx__spool *new_spool(const sbx__policy *p)
+{
+	return open_spool(p, "echo hi", NULL);
 }
 
 static sbx_exec_result *finish(sbx__spool *sp)
 {
-	sbx_exec_result *res = sbx__calloc(1, sizeof(*res));
-	cr_assert_not_null(res);
-	SBX_INIT_HEADER(*res);
+	sbx_exec_outcome oc = {.exit_code = 3, .signal = 0, .timed_out = 1, .oom_killed = 1};
+	SBX_INIT_HEADER(oc);
+	sbx_exec_result *res = NULL;
 	sbx_error err = {0};
-	cr_assert_eq(sbx__spool_finish(sp, res, &err), SBX_OK, "%s", err.message);
-	sbx__spool_free(sp);
+	cr_assert_eq(sbx__spool_finish(sp, &oc, 1.5, &res, &err), SBX_OK, "%s", err.message);
+	cr_assert_not_null(res);
 	return res;
 }
 
@@ -393,10 +417,94 @@ Test(spool, uncreatable_dir_is_io_error)
 {
 	sbx__spool *sp = NULL;
 	sbx_error err = {0};
-	int rc = sbx__spool_new("/proc/sbx-no-such/call", "x", NULL, &sp, &err);
+	int rc = sbx__spool_open("/proc/sbx-no-such", "t:x", "x", NULL, NULL, &sp, &err);
 	cr_assert_eq(rc, SBX_E_IO);
 	cr_assert_null(sp);
-	cr_assert(strstr(err.message, "exec: cannot create call directory /proc/sbx-no-such") ==
+	cr_assert(strstr(err.message,
+			 "exec: cannot create call directory /proc/sbx-no-such/calls/t%3Ax/") ==
 		      err.message,
 		  "%s", err.message);
+}
+
+Test(spool, result_carries_the_outcome)
+{
+	sbx__spool *sp = new_spool(NULL);
+	sbx_exec_result *r = finish(sp);
+	cr_assert_eq(r->struct_size, sizeof(*r));
+	cr_assert_eq(r->exit_code, 3);
+	cr_assert_eq(r->signal, 0);
+	cr_assert_eq(r->timed_out, 1);
+	cr_assert_eq(r->oom_killed, 1);
+	cr_assert_float_eq(r->duration, 1.5, 1e-9);
+	cr_assert_null(r->job_id);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, argv_command_is_shell_quoted)
+{
+	const char *const argv[] = {"printf", "%s\n", "it's", NULL};
+	sbx__spool *sp = open_spool(NULL, NULL, argv);
+	sbx_exec_result *r = finish(sp);
+	char want[900];
+	snprintf(want, sizeof(want), "%s/command.txt", dir);
+	size_t n;
+	char *f = slurp(want, &n);
+	cr_assert_str_eq(f, "'printf' '%s\n' 'it'\\''s'");
+	free(f);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, failed_call_leaves_no_directory)
+{
+	sbx__spool *sp = new_spool(NULL);
+	put(sp, SBX_STREAM_STDOUT, "partial\n", 8);
+	sbx_error err = {0};
+	sbx__set_error(&err, SBX_E_BACKEND, "t: exec: it broke");
+	cr_assert_eq(sbx__spool_fail(sp, SBX_E_BACKEND, &err), SBX_E_BACKEND);
+	cr_assert_str_eq(err.message, "t: exec: it broke");
+	struct stat st;
+	cr_assert_eq(stat(dir, &st), -1, "%s is still there", dir);
+	cr_assert_eq(stat(calls, &st), -1, "the empty %s is still there", calls);
+}
+
+Test(spool, failed_call_keeps_the_other_calls)
+{
+	sbx__spool *first = new_spool(NULL);
+	char first_dir[sizeof(dir)];
+	snprintf(first_dir, sizeof(first_dir), "%s", dir);
+	sbx_exec_result *r = finish(first);
+	/* A second call of the same sandbox fails: only its own directory goes. */
+	char id[64];
+	snprintf(id, sizeof(id), "t:box-%d", seq);
+	sbx__spool *sp = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx__spool_open(state, id, "false", NULL, NULL, &sp, &err), SBX_OK);
+	cr_assert_eq(sbx__spool_fail(sp, SBX_E_TIMEOUT, &err), SBX_E_TIMEOUT);
+	struct stat st;
+	cr_assert_eq(stat(first_dir, &st), 0);
+	cr_assert_str_eq(r->output_dir, first_dir);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, forget_removes_every_call_of_the_sandbox)
+{
+	sbx__spool *sp = new_spool(NULL);
+	sbx_exec_result *r = finish(sp);
+	char id[64];
+	snprintf(id, sizeof(id), "t:box-%d", seq);
+	sbx__spool_forget(state, id);
+	struct stat st;
+	cr_assert_eq(stat(calls, &st), -1, "%s is still there", calls);
+	sbx_exec_result_free(r);
+}
+
+Test(spool, job_result_has_the_job_and_empty_text)
+{
+	sbx_exec_result *r = NULL;
+	cr_assert_eq(sbx__spool_job_result("0123456789ab@t:x", &r, NULL), SBX_OK);
+	cr_assert_str_eq(r->job_id, "0123456789ab@t:x");
+	cr_assert_str_eq(r->stdout_text, "");
+	cr_assert_str_eq(r->stderr_text, "");
+	cr_assert_null(r->output_dir);
+	sbx_exec_result_free(r);
 }
