@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential cmake pkg-config clang-format git ca-certificates curl openssl
 libyaml-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev libarchive-dev libssl-dev
-libcriterion-dev libwslay-dev podman runc busybox-static uidmap slirp4netns fuse-overlayfs
+libcriterion-dev podman runc busybox-static uidmap slirp4netns fuse-overlayfs
 bubblewrap docker.io python3"
 missing=""
 for p in $pkgs; do

@@ -1,4 +1,5 @@
-/* Tar archives for the Engine's archive endpoints, built and read with libarchive. */
+/* Tar archives for the Engine's archive endpoints, built and read with libarchive over
+ * memory (see tarball.h). */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -6,9 +7,9 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include "docker.h"
+#include <sbx/support/host.h>
 
-#define host sbx__dk_host
+#include "tarball.h"
 
 typedef struct membuf {
 	unsigned char *data;
@@ -24,7 +25,7 @@ static la_ssize_t mem_write(struct archive *a, void *ctx, const void *buf, size_
 		size_t cap = m->cap ? m->cap : 16384;
 		while (cap < m->len + n)
 			cap *= 2;
-		unsigned char *d = host->realloc(m->data, cap);
+		unsigned char *d = sbxs_host->realloc(m->data, cap);
 		if (!d) {
 			m->failed = 1;
 			return -1;
@@ -37,8 +38,8 @@ static la_ssize_t mem_write(struct archive *a, void *ctx, const void *buf, size_
 	return (la_ssize_t)n;
 }
 
-int sbx__dk_tar_one(const char *name, const void *data, size_t len, uint32_t mode, void **tar,
-		    size_t *tar_len, sbx_error *err)
+int docker_tar_one(const char *name, const void *data, size_t len, uint32_t mode, void **tar,
+		   size_t *tar_len, sbx_error *err)
 {
 	membuf m = {0};
 	int rc = SBX_OK;
@@ -66,71 +67,72 @@ int sbx__dk_tar_one(const char *name, const void *data, size_t len, uint32_t mod
 	m.data = NULL;
 	goto out;
 nomem:
-	rc = host->set_error(err, SBX_E_NOMEM, "docker: write: out of memory");
+	rc = sbxs_host->set_error(err, SBX_E_NOMEM, "docker: write: out of memory");
 	goto out;
 fail:
-	rc = m.failed
-		 ? host->set_error(err, SBX_E_NOMEM, "docker: write: out of memory")
-		 : host->set_error(err, SBX_E_IO, "docker: write: tar: %s",
-				   archive_error_string(a) ? archive_error_string(a) : "error");
+	rc = m.failed ? sbxs_host->set_error(err, SBX_E_NOMEM, "docker: write: out of memory")
+		      : sbxs_host->set_error(err, SBX_E_IO, "docker: write: tar: %s",
+					     archive_error_string(a) ? archive_error_string(a)
+								     : "error");
 out:
-	host->free(m.data);
+	sbxs_host->free(m.data);
 	archive_entry_free(e);
 	archive_write_free(a);
 	return rc;
 }
 
-int sbx__dk_tar_first(const void *tar, size_t tar_len, const char *path, void **data, size_t *len,
-		      char *link, size_t link_cap, sbx_error *err)
+int docker_tar_first(const void *tar, size_t tar_len, const char *path, void **data, size_t *len,
+		     char *link, size_t link_cap, sbx_error *err)
 {
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
 	unsigned char *buf = NULL;
 	int rc = SBX_OK;
 	if (!a)
-		return host->set_error(err, SBX_E_NOMEM, "docker: read: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "docker: read: out of memory");
 	archive_read_support_format_tar(a);
 	if (archive_read_open_memory(a, tar, tar_len) != ARCHIVE_OK ||
 	    archive_read_next_header(a, &e) != ARCHIVE_OK) {
-		rc = host->set_error(err, SBX_E_IO,
-				     "docker: read: %.200s: engine sent no tar entry", path);
+		rc = sbxs_host->set_error(err, SBX_E_IO,
+					  "docker: read: %.200s: engine sent no tar entry", path);
 		goto out;
 	}
 	if (archive_entry_filetype(e) == AE_IFDIR) {
-		rc = host->set_error(err, SBX_E_INVAL, "docker: read: %.200s is a directory", path);
+		rc = sbxs_host->set_error(err, SBX_E_INVAL, "docker: read: %.200s is a directory",
+					  path);
 		goto out;
 	}
 	if (archive_entry_filetype(e) == AE_IFLNK) {
 		const char *t = archive_entry_symlink(e);
 		if (!t || snprintf(link, link_cap, "%s", t) >= (int)link_cap) {
-			rc = host->set_error(err, SBX_E_PATH, "docker: read: %.200s: bad symlink",
-					     path);
+			rc = sbxs_host->set_error(err, SBX_E_PATH,
+						  "docker: read: %.200s: bad symlink", path);
 			goto out;
 		}
 		rc = SBX_E_EXISTS;
 		goto out;
 	}
 	if (archive_entry_filetype(e) != AE_IFREG) {
-		rc = host->set_error(err, SBX_E_INVAL, "docker: read: %.200s is not a regular file",
-				     path);
+		rc = sbxs_host->set_error(err, SBX_E_INVAL,
+					  "docker: read: %.200s is not a regular file", path);
 		goto out;
 	}
 	la_int64_t size = archive_entry_size(e);
 	if (size < 0 || (uint64_t)size > SIZE_MAX - 1) {
-		rc = host->set_error(err, SBX_E_IO, "docker: read: %.200s: bad size", path);
+		rc = sbxs_host->set_error(err, SBX_E_IO, "docker: read: %.200s: bad size", path);
 		goto out;
 	}
-	buf = host->alloc((size_t)size + 1);
+	buf = sbxs_host->alloc((size_t)size + 1);
 	if (!buf) {
-		rc = host->set_error(err, SBX_E_NOMEM, "docker: read: out of memory");
+		rc = sbxs_host->set_error(err, SBX_E_NOMEM, "docker: read: out of memory");
 		goto out;
 	}
 	size_t got = 0;
 	while (got < (size_t)size) {
 		la_ssize_t n = archive_read_data(a, buf + got, (size_t)size - got);
 		if (n <= 0) {
-			rc = host->set_error(err, SBX_E_IO, "docker: read: %.200s: truncated tar",
-					     path);
+			rc = sbxs_host->set_error(err, SBX_E_IO,
+						  "docker: read: %.200s: truncated tar", path);
 			goto out;
 		}
 		got += (size_t)n;
@@ -140,7 +142,7 @@ int sbx__dk_tar_first(const void *tar, size_t tar_len, const char *path, void **
 	*len = got;
 	buf = NULL;
 out:
-	host->free(buf);
+	sbxs_host->free(buf);
 	archive_read_free(a);
 	return rc;
 }
@@ -159,8 +161,8 @@ static uint32_t kind_of(mode_t type)
 	}
 }
 
-int sbx__dk_tar_list(const void *tar, size_t tar_len, const char *path, sbx_file_info **entries,
-		     size_t *n, sbx_error *err)
+int docker_tar_list(const void *tar, size_t tar_len, const char *path, sbx_file_info **entries,
+		    size_t *n, sbx_error *err)
 {
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
@@ -168,10 +170,10 @@ int sbx__dk_tar_list(const void *tar, size_t tar_len, const char *path, sbx_file
 	size_t count = 0, cap = 0;
 	int rc = SBX_OK, r, first = 1;
 	if (!a)
-		return host->set_error(err, SBX_E_NOMEM, "docker: list: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "docker: list: out of memory");
 	archive_read_support_format_tar(a);
 	if (archive_read_open_memory(a, tar, tar_len) != ARCHIVE_OK) {
-		rc = host->set_error(err, SBX_E_IO, "docker: list: %.200s: bad tar", path);
+		rc = sbxs_host->set_error(err, SBX_E_IO, "docker: list: %.200s: bad tar", path);
 		goto out;
 	}
 	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
@@ -183,9 +185,9 @@ int sbx__dk_tar_list(const void *tar, size_t tar_len, const char *path, sbx_file
 		if (first) {
 			first = 0;
 			if (archive_entry_filetype(e) != AE_IFDIR) {
-				rc = host->set_error(err, SBX_E_INVAL,
-						     "docker: list: %.200s is not a directory",
-						     path);
+				rc = sbxs_host->set_error(err, SBX_E_INVAL,
+							  "docker: list: %.200s is not a directory",
+							  path);
 				goto out;
 			}
 			continue;
@@ -200,10 +202,10 @@ int sbx__dk_tar_list(const void *tar, size_t tar_len, const char *path, sbx_file
 			continue;
 		if (count == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
-			sbx_file_info *nl = host->realloc(list, ncap * sizeof(*nl));
+			sbx_file_info *nl = sbxs_host->realloc(list, ncap * sizeof(*nl));
 			if (!nl) {
-				rc = host->set_error(err, SBX_E_NOMEM,
-						     "docker: list: out of memory");
+				rc = sbxs_host->set_error(err, SBX_E_NOMEM,
+							  "docker: list: out of memory");
 				goto out;
 			}
 			list = nl;
@@ -219,19 +221,20 @@ int sbx__dk_tar_list(const void *tar, size_t tar_len, const char *path, sbx_file
 		snprintf(fi->name, sizeof(fi->name), "%.*s", (int)(l < 255 ? l : 255), rest);
 	}
 	if (r != ARCHIVE_EOF) {
-		rc = host->set_error(err, SBX_E_IO, "docker: list: %.200s: %s", path,
-				     archive_error_string(a) ? archive_error_string(a) : "bad tar");
+		rc = sbxs_host->set_error(err, SBX_E_IO, "docker: list: %.200s: %s", path,
+					  archive_error_string(a) ? archive_error_string(a)
+								  : "bad tar");
 		goto out;
 	}
 	if (first) {
-		rc = host->set_error(err, SBX_E_IO,
-				     "docker: list: %.200s: engine sent no tar entry", path);
+		rc = sbxs_host->set_error(err, SBX_E_IO,
+					  "docker: list: %.200s: engine sent no tar entry", path);
 		goto out;
 	}
 	if (!list) {
-		list = host->alloc(sizeof(*list));
+		list = sbxs_host->alloc(sizeof(*list));
 		if (!list) {
-			rc = host->set_error(err, SBX_E_NOMEM, "docker: list: out of memory");
+			rc = sbxs_host->set_error(err, SBX_E_NOMEM, "docker: list: out of memory");
 			goto out;
 		}
 	}
@@ -239,7 +242,7 @@ int sbx__dk_tar_list(const void *tar, size_t tar_len, const char *path, sbx_file
 	*n = count;
 	list = NULL;
 out:
-	host->free(list);
+	sbxs_host->free(list);
 	archive_read_free(a);
 	return rc;
 }

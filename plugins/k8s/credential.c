@@ -3,13 +3,13 @@
  * environment plus the configured env and KUBERNETES_EXEC_INFO, stdin the caller's terminal
  * only in interactive mode, and the ExecCredential it prints on stdout cached until its
  * expirationTimestamp (for the life of the plugin state when it has none). A 401 from the
- * apiserver drops the cached credential (k8s__cred_expire), so the next request runs the
+ * apiserver drops the cached credential (k8s_cred_expire), so the next request runs the
  * command again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,12 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "k8s.h"
+#include <sbx/support/base64.h>
+#include <sbx/support/buf.h>
+#include <sbx/support/host.h>
+#include <sbx/support/json.h>
+
+#include "credential.h"
 
 extern char **environ;
 
@@ -51,8 +56,8 @@ struct k8s_cred {
 static void wipe(char *s)
 {
 	if (s) {
-		memset(s, 0, strlen(s));
-		free(s);
+		explicit_bzero(s, strlen(s));
+		sbxs_host->free(s);
 	}
 }
 
@@ -68,24 +73,24 @@ static void drop_cached(k8s_cred *c)
 static void free_list(char **l)
 {
 	for (size_t i = 0; l && l[i]; i++)
-		free(l[i]);
-	free(l);
+		sbxs_host->free(l[i]);
+	sbxs_host->free(l);
 }
 
-void k8s__cred_free(k8s_cred *c)
+void k8s_cred_free(k8s_cred *c)
 {
 	if (!c)
 		return;
 	drop_cached(c);
 	free_list(c->argv);
 	free_list(c->env);
-	free(c->command);
-	free(c->api_version);
-	free(c->install_hint);
-	free(c->user);
-	free(c->cluster_json);
+	sbxs_host->free(c->command);
+	sbxs_host->free(c->api_version);
+	sbxs_host->free(c->install_hint);
+	sbxs_host->free(c->user);
+	sbxs_host->free(c->cluster_json);
 	pthread_mutex_destroy(&c->lock);
-	free(c);
+	sbxs_host->free(c);
 }
 
 /* ---- the kubeconfig's exec block ---- */
@@ -162,9 +167,10 @@ static json_t *to_json(yaml_document_t *d, yaml_node_t *n)
 
 static char *b64(const char *data, size_t len)
 {
-	char *out = malloc(4 * ((len + 2) / 3) + 1);
+	size_t cap = SBXS_BASE64_ENCODED_LEN(len) + 1;
+	char *out = sbxs_host->alloc(cap);
 	if (out)
-		EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
+		sbxs_base64_encode(data, len, out, cap);
 	return out;
 }
 
@@ -183,7 +189,7 @@ static char *cluster_info(yaml_document_t *cd, yaml_node_t *cl, const k8s_conn *
 	if (conn->ca_pem) {
 		char *ca = b64(conn->ca_pem, conn->ca_len);
 		json_object_set_new(o, "certificate-authority-data", ca ? json_string(ca) : NULL);
-		free(ca);
+		sbxs_host->free(ca);
 	}
 	if ((v = scalar(cd, cl, "proxy-url")) && *v)
 		json_object_set_new(o, "proxy-url", json_string(v));
@@ -198,7 +204,7 @@ static char *cluster_info(yaml_document_t *cd, yaml_node_t *cl, const k8s_conn *
 		if (name && strcmp(name, "client.authentication.k8s.io/exec") == 0)
 			json_object_set_new(o, "config", to_json(cd, child(cd, e, "extension")));
 	}
-	char *s = json_dumps(o, JSON_COMPACT);
+	char *s = sbxs_json_dump(o);
 	json_decref(o);
 	return s;
 }
@@ -208,11 +214,11 @@ static int parse_list(yaml_document_t *d, yaml_node_t *seq, const char *first, c
 	size_t n = seq && seq->type == YAML_SEQUENCE_NODE
 		       ? (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start)
 		       : 0;
-	char **l = calloc(n + 2, sizeof(char *));
+	char **l = sbxs_zalloc((n + 2) * sizeof(char *));
 	if (!l)
 		return SBX_E_NOMEM;
 	size_t k = 0;
-	if (first && !(l[k++] = strdup(first)))
+	if (first && !(l[k++] = sbxs_strdup(first)))
 		goto nomem;
 	for (size_t i = 0; i < n; i++) {
 		yaml_node_t *e = yaml_document_get_node(d, seq->data.sequence.items.start[i]);
@@ -233,8 +239,8 @@ static int parse_list(yaml_document_t *d, yaml_node_t *seq, const char *first, c
 		}
 		size_t kv = s ? 0 : strlen(name) + strlen(value) + 2;
 		if (s)
-			l[k] = strdup(s);
-		else if ((l[k] = malloc(kv)))
+			l[k] = sbxs_strdup(s);
+		else if ((l[k] = sbxs_host->alloc(kv)))
 			snprintf(l[k], kv, "%s=%s", name, value);
 		if (!l[k++])
 			goto nomem;
@@ -246,9 +252,9 @@ nomem:
 	return SBX_E_NOMEM;
 }
 
-int k8s__cred_parse(k8s_cred **out, yaml_document_t *d, yaml_node_t *exec, const char *dir,
-		    const char *user, yaml_document_t *cd, yaml_node_t *cl, const k8s_conn *conn,
-		    sbx_error *err)
+int k8s_cred_parse(k8s_cred **out, yaml_document_t *d, yaml_node_t *exec, const char *dir,
+		   const char *user, yaml_document_t *cd, yaml_node_t *cl, const k8s_conn *conn,
+		   sbx_error *err)
 {
 	const char *api = scalar(d, exec, "apiVersion");
 	const char *cmd = scalar(d, exec, "command");
@@ -257,12 +263,12 @@ int k8s__cred_parse(k8s_cred **out, yaml_document_t *d, yaml_node_t *exec, const
 	const char *pci = scalar(d, exec, "provideClusterInfo");
 	user = user ? user : "";
 	if (!api || (strcmp(api, V1) != 0 && strcmp(api, V1BETA1) != 0))
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: kubeconfig: user '%s': exec apiVersion '%s' is "
 					    "not supported (" V1 " or " V1BETA1 ")",
 					    user, api ? api : "");
 	if (!cmd || !*cmd)
-		return k8s__host->set_error(
+		return sbxs_host->set_error(
 		    err, SBX_E_CONFIG, "k8s: kubeconfig: user '%s': exec has no command", user);
 	int m = MODE_IF_AVAILABLE;
 	if (mode && strcmp(mode, "Never") == 0)
@@ -270,19 +276,19 @@ int k8s__cred_parse(k8s_cred **out, yaml_document_t *d, yaml_node_t *exec, const
 	else if (mode && strcmp(mode, "Always") == 0)
 		m = MODE_ALWAYS;
 	else if (mode && strcmp(mode, "IfAvailable") != 0)
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: kubeconfig: user '%s': exec interactiveMode '%s' "
 					    "is not Never, IfAvailable or Always",
 					    user, mode);
 	else if (!mode && strcmp(api, V1) == 0) /* v1 has no default, as client-go says */
-		return k8s__host->set_error(
+		return sbxs_host->set_error(
 		    err, SBX_E_CONFIG,
 		    "k8s: kubeconfig: interactiveMode must be specified for "
 		    "%s to use exec authentication plugin",
 		    user);
-	k8s_cred *c = calloc(1, sizeof(*c));
+	k8s_cred *c = sbxs_zalloc(sizeof(*c));
 	if (!c)
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	pthread_mutex_init(&c->lock, NULL);
 	c->mode = m;
 	/* A command with a slash is a path, relative to the kubeconfig's folder; a bare name
@@ -296,24 +302,24 @@ int k8s__cred_parse(k8s_cred **out, yaml_document_t *d, yaml_node_t *exec, const
 	if (rc == SBX_OK)
 		rc = parse_list(d, child(d, exec, "env"), NULL, &c->env);
 	if (rc != SBX_OK) {
-		k8s__cred_free(c);
+		k8s_cred_free(c);
 		return rc == SBX_E_NOMEM
-			   ? k8s__host->set_error(err, rc, "k8s: out of memory")
-			   : k8s__host->set_error(err, rc,
+			   ? sbxs_host->set_error(err, rc, "k8s: out of memory")
+			   : sbxs_host->set_error(err, rc,
 						  "k8s: kubeconfig: user '%s': exec args must be "
 						  "strings and env entries {name, value}",
 						  user);
 	}
-	c->command = strdup(cmd);
-	c->api_version = strdup(api);
-	c->user = strdup(user);
-	c->install_hint = hint && *hint ? strdup(hint) : NULL;
+	c->command = sbxs_strdup(cmd);
+	c->api_version = sbxs_strdup(api);
+	c->user = sbxs_strdup(user);
+	c->install_hint = hint && *hint ? sbxs_strdup(hint) : NULL;
 	if (pci && strcmp(pci, "true") == 0 && cl)
 		c->cluster_json = cluster_info(cd, cl, conn);
 	if (!c->command || !c->api_version || !c->user || (hint && *hint && !c->install_hint) ||
 	    (pci && strcmp(pci, "true") == 0 && cl && !c->cluster_json)) {
-		k8s__cred_free(c);
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		k8s_cred_free(c);
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	}
 	*out = c;
 	return SBX_OK;
@@ -330,7 +336,7 @@ static char **command_env(const k8s_cred *c, const char *info)
 		n++;
 	while (c->env[extra])
 		extra++;
-	char **e = calloc(n + extra + 2, sizeof(char *));
+	char **e = sbxs_zalloc((n + extra + 2) * sizeof(char *));
 	if (!e)
 		return NULL;
 	size_t k = 0;
@@ -349,7 +355,7 @@ static char **command_env(const k8s_cred *c, const char *info)
 }
 
 /* Reads stdout (at most 1 MiB) and stderr (its first 4 KiB) until both close. */
-static int collect(int out_fd, int err_fd, k8s_buf *out, k8s_buf *errb)
+static int collect(int out_fd, int err_fd, sbxs_buf *out, sbxs_buf *errb)
 {
 	struct pollfd p[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
 	char buf[8192];
@@ -370,10 +376,10 @@ static int collect(int out_fd, int err_fd, k8s_buf *out, k8s_buf *errb)
 				p[i].fd = -1;
 				continue;
 			}
-			k8s_buf *b = i == 0 ? out : errb;
+			sbxs_buf *b = i == 0 ? out : errb;
 			size_t cap = i == 0 ? 1 << 20 : 4096;
 			size_t take = b->len + (size_t)r > cap ? cap - b->len : (size_t)r;
-			if (take && k8s__buf_add(b, buf, take) != SBX_OK)
+			if (take && sbxs_buf_add(b, buf, take) != SBX_OK)
 				rc = SBX_E_NOMEM;
 		}
 	}
@@ -381,19 +387,19 @@ static int collect(int out_fd, int err_fd, k8s_buf *out, k8s_buf *errb)
 }
 
 /* The first line of the command's stderr, for a message. */
-static const char *first_line(k8s_buf *b, char *tmp, size_t cap)
+static const char *first_line(sbxs_buf *b, char *tmp, size_t cap)
 {
 	size_t l = b->data ? strcspn(b->data, "\n") : 0;
 	snprintf(tmp, cap, "%.*s", (int)(l < cap - 1 ? l : cap - 1), b->data ? b->data : "");
 	return tmp;
 }
 
-static int run(k8s_cred *c, int interactive, k8s_buf *out, sbx_error *err)
+static int run(k8s_cred *c, int interactive, sbxs_buf *out, sbx_error *err)
 {
 	int po[2] = {-1, -1}, pe[2] = {-1, -1}, rc = SBX_OK, status = 0;
 	char *info = NULL, **env = NULL;
 	pid_t pid = -1;
-	k8s_buf errb = {0};
+	sbxs_buf errb = {0};
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	int ilen =
@@ -405,7 +411,7 @@ static int run(k8s_cred *c, int interactive, k8s_buf *out, sbx_error *err)
 		     interactive ? "true" : "false");
 	if (ilen < 0 || !(env = command_env(c, info)) || pipe2(po, O_CLOEXEC) != 0 ||
 	    pipe2(pe, O_CLOEXEC) != 0) {
-		rc = k8s__host->set_error(err, SBX_E_NOMEM, "k8s: exec credential: out of memory");
+		rc = sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: exec credential: out of memory");
 		goto out;
 	}
 	if (!interactive)
@@ -421,7 +427,7 @@ static int run(k8s_cred *c, int interactive, k8s_buf *out, sbx_error *err)
 	po[1] = pe[1] = -1;
 	if (e != 0) {
 		pid = -1;
-		rc = k8s__host->set_error(
+		rc = sbxs_host->set_error(
 		    err, SBX_E_CONFIG,
 		    "k8s: exec credential plugin for user '%s': cannot run '%s': %s%s%s", c->user,
 		    c->command, strerror(e), c->install_hint ? "; " : "",
@@ -433,14 +439,14 @@ static int run(k8s_cred *c, int interactive, k8s_buf *out, sbx_error *err)
 		;
 	pid = -1;
 	if (rc != SBX_OK) {
-		rc = k8s__host->set_error(err, rc, "k8s: exec credential plugin for user '%s': %s",
+		rc = sbxs_host->set_error(err, rc, "k8s: exec credential plugin for user '%s': %s",
 					  c->user,
 					  rc == SBX_E_NOMEM ? "out of memory" : "read failed");
 		goto out;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char line[300];
-		rc = k8s__host->set_error(
+		rc = sbxs_host->set_error(
 		    err, SBX_E_CONFIG, "k8s: exec credential plugin for user '%s': '%s' %s %d: %s",
 		    c->user, c->command,
 		    WIFEXITED(status) ? "exited with status" : "died of signal",
@@ -455,9 +461,9 @@ out:
 		if (pe[i] >= 0)
 			close(pe[i]);
 	}
-	free(env);
-	free(info);
-	k8s__buf_free(&errb);
+	sbxs_host->free(env);
+	sbxs_host->free(info);
+	sbxs_buf_wipe(&errb);
 	return rc;
 }
 
@@ -497,11 +503,11 @@ static time_t parse_rfc3339(const char *s)
 static char *dup_str(json_t *v)
 {
 	const char *s = json_string_value(v);
-	return s && *s ? strdup(s) : NULL;
+	return s && *s ? sbxs_strdup(s) : NULL;
 }
 
 /* Takes the ExecCredential the command printed into the cache. */
-static int accept(k8s_cred *c, const k8s_buf *out, sbx_error *err)
+static int accept(k8s_cred *c, const sbxs_buf *out, sbx_error *err)
 {
 	json_error_t je;
 	json_t *j = json_loadb(out->data ? out->data : "", out->len, 0, &je);
@@ -536,7 +542,7 @@ static int accept(k8s_cred *c, const k8s_buf *out, sbx_error *err)
 	}
 	if (why) {
 		drop_cached(c);
-		rc = k8s__host->set_error(err, SBX_E_CONFIG,
+		rc = sbxs_host->set_error(err, SBX_E_CONFIG,
 					  "k8s: exec credential plugin for user '%s': %s", c->user,
 					  why);
 	} else {
@@ -552,7 +558,7 @@ static int fresh(const k8s_cred *c)
 	return c->have && (c->expires == 0 || time(NULL) < c->expires);
 }
 
-int k8s__cred_get(k8s_cred *c, char **token, char **cert, char **key, sbx_error *err)
+int k8s_cred_get(k8s_cred *c, char **token, char **cert, char **key, sbx_error *err)
 {
 	int rc = SBX_OK;
 	*token = *cert = *key = NULL;
@@ -561,7 +567,7 @@ int k8s__cred_get(k8s_cred *c, char **token, char **cert, char **key, sbx_error 
 		drop_cached(c);
 		int tty = isatty(0);
 		if (c->mode == MODE_ALWAYS && !tty) {
-			rc = k8s__host->set_error(
+			rc = sbxs_host->set_error(
 			    err, SBX_E_CONFIG,
 			    "k8s: exec credential plugin for user '%s' needs "
 			    "interactiveMode Always, but standard input is not "
@@ -569,31 +575,29 @@ int k8s__cred_get(k8s_cred *c, char **token, char **cert, char **key, sbx_error 
 			    c->user);
 			goto out;
 		}
-		k8s_buf out = {0};
+		sbxs_buf out = {0};
 		rc = run(c, c->mode != MODE_NEVER && tty, &out, err);
 		c->runs++;
 		if (rc == SBX_OK)
 			rc = accept(c, &out, err);
-		if (out.data)
-			memset(out.data, 0, out.len);
-		k8s__buf_free(&out);
+		sbxs_buf_wipe(&out);
 		if (rc != SBX_OK)
 			goto out;
 	}
-	if ((c->token && !(*token = strdup(c->token))) ||
-	    (c->cert_pem && !(*cert = strdup(c->cert_pem))) ||
-	    (c->key_pem && !(*key = strdup(c->key_pem)))) {
+	if ((c->token && !(*token = sbxs_strdup(c->token))) ||
+	    (c->cert_pem && !(*cert = sbxs_strdup(c->cert_pem))) ||
+	    (c->key_pem && !(*key = sbxs_strdup(c->key_pem)))) {
 		wipe(*token);
 		wipe(*cert);
 		*token = *cert = NULL;
-		rc = k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		rc = sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	}
 out:
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
 
-unsigned k8s__cred_generation(k8s_cred *c)
+unsigned k8s_cred_generation(k8s_cred *c)
 {
 	pthread_mutex_lock(&c->lock);
 	unsigned g = c->gen;
@@ -601,7 +605,7 @@ unsigned k8s__cred_generation(k8s_cred *c)
 	return g;
 }
 
-void k8s__cred_expire(k8s_cred *c, unsigned gen)
+void k8s_cred_expire(k8s_cred *c, unsigned gen)
 {
 	pthread_mutex_lock(&c->lock);
 	if (c->gen == gen)
@@ -609,7 +613,7 @@ void k8s__cred_expire(k8s_cred *c, unsigned gen)
 	pthread_mutex_unlock(&c->lock);
 }
 
-unsigned k8s__cred_runs(k8s_cred *c)
+unsigned k8s_cred_runs(k8s_cred *c)
 {
 	pthread_mutex_lock(&c->lock);
 	unsigned r = c->runs;

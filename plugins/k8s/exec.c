@@ -1,210 +1,105 @@
-/* pods/{name}/exec over WebSocket: channel demultiplexing (1 stdout, 2 stderr, 3 status),
- * stdin on channel 0 with the v5 close signal, the exit code from the status channel, and the
- * in-container kill when the timeout passes. */
-#include <curl/curl.h>
-#include <jansson.h>
-#include <stdio.h>
-#include <stdlib.h>
+/* The execute op: every command runs under sbx-support's remote-exec wrapper over pods/exec
+ * (podexec.c). The exec API has no environment or working directory, so the wrapper exports
+ * the one and enters the other; stdin arrives as N bytes on the exec's own stdin (v4 cannot
+ * close it). What the command leaves running lives on: the wrapper's end markers say when
+ * its output is complete and its exit status, and the call closes the connection there
+ * (closing it kills nothing in the container). On a timeout or a refusal of more output, a
+ * second exec runs the wrapper's killer. */
 #include <string.h>
 
-#include "k8s.h"
+#include <sbx/support/host.h>
+#include <sbx/support/rexec.h>
 
-#define STDIN_CHUNK (64u << 10)
+#include "exec.h"
+#include "podexec.h"
+#include "podspec.h"
 
-static int build_path(k8s_state *st, const char *pod, const k8s_exec_io *io, k8s_buf *p,
-		      sbx_error *err)
+/* Passes output on to the host and keeps the tail of stderr, where the wrapper reports a
+ * missing cwd. */
+typedef struct exec_tap {
+	sbx_output_fn fn;
+	void *ctx;
+	char tail[256];
+	size_t tail_len;
+} exec_tap;
+
+static int on_tap(void *ctx, uint32_t stream, const void *data, size_t len)
 {
-	char head[1024];
-	int n = snprintf(head, sizeof(head),
-			 "/api/v1/namespaces/%s/pods/%s/exec?container=" K8S_CONTAINER
-			 "&stdout=true&stderr=true%s",
-			 st->ns, pod, io->has_stdin ? "&stdin=true" : "");
-	if (n < 0 || (size_t)n >= sizeof(head))
-		return k8s__host->set_error(err, SBX_E_INVAL, "k8s: exec: pod name too long");
-	if (k8s__buf_add(p, head, (size_t)n) != SBX_OK)
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
-	for (size_t i = 0; io->argv[i]; i++) {
-		char *e = curl_easy_escape(NULL, io->argv[i], (int)strlen(io->argv[i]));
-		int rc = e ? SBX_OK : SBX_E_NOMEM;
-		if (rc == SBX_OK && (k8s__buf_add(p, "&command=", 9) != SBX_OK ||
-				     k8s__buf_add(p, e, strlen(e)) != SBX_OK))
-			rc = SBX_E_NOMEM;
-		curl_free(e);
-		if (rc != SBX_OK)
-			return k8s__host->set_error(err, rc, "k8s: out of memory");
+	exec_tap *t = ctx;
+	if (stream == SBX_STREAM_STDERR) {
+		const char *d = data;
+		size_t keep = len < sizeof(t->tail) - 1 ? len : sizeof(t->tail) - 1;
+		if (t->tail_len + keep > sizeof(t->tail) - 1) {
+			size_t drop = t->tail_len + keep - (sizeof(t->tail) - 1);
+			memmove(t->tail, t->tail + drop, t->tail_len - drop);
+			t->tail_len -= drop;
+		}
+		memcpy(t->tail + t->tail_len, d + len - keep, keep);
+		t->tail_len += keep;
+		t->tail[t->tail_len] = '\0';
 	}
-	return SBX_OK;
+	return t->fn ? t->fn(t->ctx, stream, data, len) : SBX_OK;
 }
 
-/* Reads the exit code from a channel-3 Status. SBX_OK with *code, or SBX_E_BACKEND when the
- * status is a failure without an ExitCode cause (the command could not run). */
-static int parse_status(const char *text, size_t len, int *code, sbx_error *err)
+int k8s_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
+		sbx_error *err)
 {
-	json_t *j = json_loadb(text, len, 0, NULL);
-	if (!j)
-		return k8s__host->set_error(err, SBX_E_BACKEND,
-					    "k8s: exec: the status channel carried no JSON Status");
-	int rc = SBX_OK;
-	const char *status = json_string_value(json_object_get(j, "status"));
-	if (status && strcmp(status, "Success") == 0) {
-		*code = 0;
-		goto out;
-	}
-	json_t *causes = json_object_get(json_object_get(j, "details"), "causes");
-	size_t i;
-	json_t *c;
-	json_array_foreach(causes, i, c)
-	{
-		const char *reason = json_string_value(json_object_get(c, "reason"));
-		const char *msg = json_string_value(json_object_get(c, "message"));
-		if (reason && msg && strcmp(reason, "ExitCode") == 0) {
-			char *end = NULL;
-			unsigned long v = strtoul(msg, &end, 10);
-			if (end != msg && *end == '\0' && v <= 255) {
-				*code = (int)v;
-				goto out;
-			}
-		}
-	}
-	const char *m = json_string_value(json_object_get(j, "message"));
-	rc = k8s__host->set_error(err, SBX_E_BACKEND, "k8s: exec failed: %s",
-				  m ? m : "status Failure without an exit code");
-out:
-	json_decref(j);
-	return rc;
-}
-
-int k8s__exec(k8s_state *st, const char *pod, k8s_exec_io *io, sbx_error *err)
-{
-	k8s_buf path = {0}, status = {0};
-	k8s_ws *ws = NULL;
-	const char *proto = NULL;
-	int rc = build_path(st, pod, io, &path, err);
+	k8s_state *st = state;
+	char token[SBXS_REXEC_TOKEN_SIZE];
+	const char **argv = NULL;
+	int rc = k8s_check_id(id, err);
+	if (rc != SBX_OK)
+		return rc;
+	if (sbxs_rexec_token(token) != SBX_OK)
+		return sbxs_host->set_error(err, SBX_E_IO, "k8s: exec: no randomness for a token");
+	sbxs_rexec x = {.token = token,
+			.stdin_how = req->has_stdin ? SBXS_REXEC_STDIN_PIPE : SBXS_REXEC_STDIN_NONE,
+			.stdin_len = req->stdin_len,
+			.cwd = req->cwd,
+			.env = req->env,
+			.n_env = req->n_env,
+			.shell = req->shell,
+			.argv = req->argv};
+	if ((rc = sbxs_rexec_argv(&x, K8S_ALIAS, &argv, NULL, err)) != SBX_OK)
+		return rc;
+	const char *kill_argv[SBXS_REXEC_KILL_ARGC];
+	sbxs_rexec_kill_argv(token, kill_argv);
+	exec_tap tap = {.fn = req->output, .ctx = req->output_ctx};
+	sbxs_rexec_tap marks;
+	sbxs_rexec_tap_init(&marks, token, on_tap, &tap);
+	k8s_podexec io = {.argv = argv,
+			  .kill_argv = kill_argv,
+			  .has_stdin = req->has_stdin != 0,
+			  .stdin_data = req->stdin_data,
+			  .stdin_len = req->stdin_len,
+			  .timeout_ms = req->timeout_ms,
+			  .output = sbxs_rexec_tap_output,
+			  .output_ctx = &marks,
+			  .stop = &marks.done};
+	rc = k8s_podexec_run(st, id, &io, err);
+	if (rc == SBX_OK && !marks.done && (rc = sbxs_rexec_tap_flush(&marks)) != SBX_OK)
+		rc = sbxs_host->set_error(err, rc, "k8s: exec: output refused by the host");
 	if (rc != SBX_OK)
 		goto out;
-	rc = k8s__ws_open(st, path.data,
-			  st->force_v4 ? "v4.channel.k8s.io"
-				       : "v5.channel.k8s.io, v4.channel.k8s.io",
-			  &ws, &proto, err);
-	if (rc != SBX_OK)
-		goto out;
-	if (strcmp(proto, "v5.channel.k8s.io") == 0)
-		io->protocol = 5;
-	else if (strcmp(proto, "v4.channel.k8s.io") == 0)
-		io->protocol = 4;
-	else {
-		rc = k8s__host->set_error(err, SBX_E_BACKEND,
-					  "k8s: exec: the server chose subprotocol '%s', which was "
-					  "not offered",
-					  proto);
+	if (marks.done && !io.timed_out) {
+		sbxs_rexec_outcome(marks.status, out);
 		goto out;
 	}
-	if (io->has_stdin) {
-		const unsigned char *d = io->stdin_data;
-		unsigned char *frame = malloc(STDIN_CHUNK + 1);
-		if (!frame) {
-			rc = k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
-			goto out;
-		}
-		frame[0] = 0;
-		for (size_t off = 0; off < io->stdin_len && rc == SBX_OK; off += STDIN_CHUNK) {
-			size_t n =
-			    io->stdin_len - off < STDIN_CHUNK ? io->stdin_len - off : STDIN_CHUNK;
-			memcpy(frame + 1, d + off, n);
-			rc = k8s__ws_queue(ws, 2, frame, n + 1);
-		}
-		free(frame);
-		if (rc == SBX_OK && io->protocol == 5) {
-			const unsigned char close_stdin[2] = {0xff, 0x00};
-			rc = k8s__ws_queue(ws, 2, close_stdin, 2);
-		}
-		if (rc != SBX_OK) {
-			rc = k8s__host->set_error(err, rc, "k8s: exec: cannot queue stdin");
-			goto out;
-		}
-	}
-	int64_t start = k8s__now_us();
-	int64_t deadline = io->timeout_ms ? start + (int64_t)io->timeout_ms * 1000 : INT64_MAX;
-	int draining = 0, closed = 0;
-	sbx_error perr = {0};
-	for (;;) {
-		int op = 0;
-		const unsigned char *msg = NULL;
-		size_t len = 0;
-		int64_t now = k8s__now_us();
-		int64_t step = now + 10000000 < deadline ? now + 10000000 : deadline;
-		int r = k8s__ws_pump(ws, step, &op, &msg, &len, &perr);
-		if (r < 0)
-			break;
-		if (r == 0) {
-			if (k8s__now_us() < deadline) {
-				/* Ten quiet seconds: a ping keeps idle-timeout proxies away. */
-				k8s__ws_queue(ws, 9, "sbx", 3);
-				continue;
-			}
-			if (draining)
-				break;
-			io->timed_out = 1;
-			draining = 1;
-			if (io->kill_argv) {
-				k8s_exec_io kio = {.argv = io->kill_argv};
-				sbx_error kerr = {0};
-				if (k8s__exec(st, pod, &kio, &kerr) != SBX_OK)
-					k8s__host->log(
-					    SBX_LOG_WARN, "k8s",
-					    "exec: killing the timed-out command failed: %s",
-					    kerr.message);
-			}
-			/* Collect what the dying tree still writes and its status. */
-			deadline = k8s__now_us() + 3000000;
-			continue;
-		}
-		if (op == 8) {
-			closed = 1;
-			k8s__ws_queue(ws, 8, msg, len >= 2 ? 2 : 0);
-			k8s__ws_pump(ws, k8s__now_us() + 200000, &op, &msg, &len, &perr);
-			break;
-		}
-		if ((op != 1 && op != 2) || len < 1)
-			continue;
-		if ((msg[0] == 1 || msg[0] == 2) && len > 1) {
-			int orc = io->output ? io->output(io->output_ctx, msg[0], msg + 1, len - 1)
-					     : SBX_OK;
-			if (orc != SBX_OK) {
-				rc = k8s__host->set_error(err, orc,
-							  "k8s: exec: output refused by the host");
-				if (io->kill_argv) {
-					k8s_exec_io kio = {.argv = io->kill_argv};
-					sbx_error kerr = {0};
-					k8s__exec(st, pod, &kio, &kerr);
-				}
-				goto out;
-			}
-		} else if (msg[0] == 3 && len > 1) {
-			status.len = 0;
-			if (k8s__buf_add(&status, msg + 1, len - 1) != SBX_OK) {
-				rc = k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
-				goto out;
-			}
-		}
-	}
-	(void)closed;
-	if (status.len) {
-		rc = parse_status(status.data, status.len, &io->exit_code, err);
-		if (rc == SBX_OK)
-			io->completed = 1;
+	if (req->cwd && *req->cwd && io.exit_code == 126 && !io.timed_out &&
+	    strstr(tap.tail, "sbx-exec: no such directory: ")) {
+		rc = sbxs_host->set_error(err, SBX_E_NO_FILE, "k8s: exec: cwd '%s' does not exist",
+					  req->cwd);
 		goto out;
 	}
-	if (io->timed_out) {
-		rc = SBX_OK;
-		goto out;
+	if (io.timed_out) {
+		out->timed_out = 1;
+		out->exit_code = -1;
+		out->signal = 9;
+	} else {
+		/* No markers: the wrapper stopped before the command ran, or was killed. */
+		sbxs_rexec_outcome(io.exit_code, out);
 	}
-	rc = k8s__host->set_error(err, SBX_E_UNREACHABLE, "%s",
-				  perr.message[0] ? perr.message
-						  : "k8s: exec: the stream ended without a status");
 out:
-	k8s__ws_close(ws);
-	k8s__buf_free(&path);
-	k8s__buf_free(&status);
+	sbxs_host->free(argv);
 	return rc;
 }

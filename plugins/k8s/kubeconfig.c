@@ -14,27 +14,32 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "k8s.h"
+#include <sbx/support/base64.h>
+#include <sbx/support/buf.h>
+#include <sbx/support/host.h>
+
+#include "credential.h"
+#include "kubeconfig.h"
 
 #define SA_DIR    "/var/run/secrets/kubernetes.io/serviceaccount"
 #define MAX_FILES 64
 
-void k8s__conn_free(k8s_conn *c)
+void k8s_conn_free(k8s_conn *c)
 {
-	free(c->server);
-	free(c->ca_pem);
-	free(c->cert_pem);
+	sbxs_host->free(c->server);
+	sbxs_host->free(c->ca_pem);
+	sbxs_host->free(c->cert_pem);
 	if (c->key_pem)
-		memset(c->key_pem, 0, c->key_len);
-	free(c->key_pem);
+		explicit_bzero(c->key_pem, c->key_len);
+	sbxs_host->free(c->key_pem);
 	if (c->token)
-		memset(c->token, 0, strlen(c->token));
-	free(c->token);
-	free(c->token_file);
-	free(c->context);
-	free(c->cluster);
-	free(c->user);
-	k8s__cred_free(c->cred);
+		explicit_bzero(c->token, strlen(c->token));
+	sbxs_host->free(c->token);
+	sbxs_host->free(c->token_file);
+	sbxs_host->free(c->context);
+	sbxs_host->free(c->cluster);
+	sbxs_host->free(c->user);
+	k8s_cred_free(c->cred);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -43,43 +48,35 @@ static int read_file(const char *path, char **out, size_t *len)
 	FILE *f = fopen(path, "rbe");
 	if (!f)
 		return SBX_E_IO;
-	k8s_buf b = {0};
+	sbxs_buf b = {0};
 	char tmp[8192];
 	size_t n;
 	int rc = SBX_OK;
 	while ((n = fread(tmp, 1, sizeof(tmp), f)) > 0)
-		if ((rc = k8s__buf_add(&b, tmp, n)) != SBX_OK)
+		if ((rc = sbxs_buf_add(&b, tmp, n)) != SBX_OK)
 			break;
 	fclose(f);
-	if (rc == SBX_OK && !b.data)
-		rc = k8s__buf_add(&b, "", 0);
+	explicit_bzero(tmp, sizeof(tmp));
 	if (rc != SBX_OK) {
-		k8s__buf_free(&b);
+		sbxs_buf_wipe(&b);
 		return rc;
 	}
-	*out = b.data;
-	*len = b.len;
-	return SBX_OK;
+	*out = sbxs_buf_take(&b, len);
+	return *out ? SBX_OK : SBX_E_NOMEM;
 }
 
 static int b64_decode(const char *in, char **out, size_t *len)
 {
 	size_t n = strlen(in);
-	unsigned char *buf = malloc(n / 4 * 3 + 4);
+	char *buf = sbxs_host->alloc(SBXS_BASE64_DECODED_MAX(n) + 1);
 	if (!buf)
 		return SBX_E_NOMEM;
-	int m = EVP_DecodeBlock(buf, (const unsigned char *)in, (int)n);
-	if (m < 0) {
-		free(buf);
+	if (sbxs_base64_decode(in, n, buf, SBXS_BASE64_DECODED_MAX(n), len) != SBX_OK) {
+		sbxs_host->free(buf);
 		return SBX_E_CONFIG;
 	}
-	while (n && in[n - 1] == '=') {
-		n--;
-		m--;
-	}
-	buf[m] = '\0';
-	*out = (char *)buf;
-	*len = (size_t)m;
+	buf[*len] = '\0';
+	*out = buf;
 	return SBX_OK;
 }
 
@@ -157,7 +154,7 @@ static char *abs_path(const char *file, const char *dir)
 			       : snprintf(path, sizeof(path), "%s/%s", dir, file);
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return NULL;
-	return strdup(path);
+	return sbxs_strdup(path);
 }
 
 /* Loads `data` (base64) or the file `file` (relative to dir) into *out. */
@@ -167,7 +164,7 @@ static int load_blob(const char *data, const char *file, const char *dir, char *
 	if (data) {
 		int rc = b64_decode(data, out, len);
 		if (rc != SBX_OK)
-			return k8s__host->set_error(err, rc,
+			return sbxs_host->set_error(err, rc,
 						    "k8s: kubeconfig: %s-data is not base64", what);
 		return SBX_OK;
 	}
@@ -175,13 +172,13 @@ static int load_blob(const char *data, const char *file, const char *dir, char *
 		return SBX_OK;
 	char *path = abs_path(file, dir);
 	if (!path)
-		return k8s__host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig: %s path too long",
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig: %s path too long",
 					    what);
 	int rc = read_file(path, out, len);
 	if (rc != SBX_OK)
-		rc = k8s__host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig: cannot read %s '%s'",
+		rc = sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig: cannot read %s '%s'",
 					  what, path);
-	free(path);
+	sbxs_host->free(path);
 	return rc;
 }
 
@@ -189,7 +186,7 @@ static void set_free(kc_set *set)
 {
 	for (size_t i = 0; i < set->n; i++) {
 		yaml_document_delete(&set->files[i].doc);
-		free(set->files[i].path);
+		sbxs_host->free(set->files[i].path);
 	}
 	set->n = 0;
 }
@@ -204,43 +201,43 @@ static int set_add(kc_set *set, const char *path, int optional, sbx_error *err)
 		if (strcmp(set->files[i].path, path) == 0)
 			return SBX_OK; /* listed twice: the first counts */
 	if (set->n == MAX_FILES)
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: $KUBECONFIG lists more than %d files", MAX_FILES);
 	kc_file *f = &set->files[set->n];
 	const char *slash = strrchr(path, '/');
 	int n = slash ? snprintf(f->dir, sizeof(f->dir), "%.*s", (int)(slash - path), path)
 		      : snprintf(f->dir, sizeof(f->dir), ".");
 	if (n < 0 || (size_t)n >= sizeof(f->dir))
-		return k8s__host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig path too long");
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig path too long");
 	if (slash == path)
 		snprintf(f->dir, sizeof(f->dir), "/");
 	if (read_file(path, &text, &len) != SBX_OK) {
 		if (optional)
 			return SBX_OK;
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: kubeconfig '%s' cannot be read (set the "
 					    "`kubeconfig` key or $KUBECONFIG)",
 					    path);
 	}
 	if (!yaml_parser_initialize(&parser)) {
-		free(text);
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		sbxs_host->free(text);
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	}
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	int rc = SBX_OK;
 	if (!yaml_parser_load(&parser, &f->doc)) {
-		rc = k8s__host->set_error(
+		rc = sbxs_host->set_error(
 		    err, SBX_E_CONFIG, "k8s: kubeconfig '%s': YAML error at line %zu: %s", path,
 		    parser.problem_mark.line + 1, parser.problem ? parser.problem : "unknown");
-	} else if (!(f->path = strdup(path))) {
+	} else if (!(f->path = sbxs_strdup(path))) {
 		yaml_document_delete(&f->doc);
-		rc = k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		rc = sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	} else {
 		set->n++;
 	}
 	yaml_parser_delete(&parser);
-	memset(text, 0, len);
-	free(text);
+	explicit_bzero(text, len);
+	sbxs_host->free(text);
 	return rc;
 }
 
@@ -254,7 +251,7 @@ static int set_load(kc_set *set, const char *list, int is_list, sbx_error *err)
 		size_t l = strcspn(p, ":");
 		char path[4096];
 		if (l >= sizeof(path))
-			return k8s__host->set_error(err, SBX_E_CONFIG,
+			return sbxs_host->set_error(err, SBX_E_CONFIG,
 						    "k8s: a $KUBECONFIG entry is too long");
 		memcpy(path, p, l);
 		path[l] = '\0';
@@ -264,7 +261,7 @@ static int set_load(kc_set *set, const char *list, int is_list, sbx_error *err)
 		p += l + (p[l] == ':');
 	}
 	if (set->n == 0)
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: none of the files in $KUBECONFIG (%.300s) exists",
 					    list);
 	return SBX_OK;
@@ -284,9 +281,9 @@ static const char *current_context(kc_set *set)
 
 static int fill_names(k8s_conn *conn, const char *ctx, const char *cl, const char *user)
 {
-	conn->context = strdup(ctx);
-	conn->cluster = strdup(cl ? cl : "");
-	conn->user = strdup(user ? user : "");
+	conn->context = sbxs_strdup(ctx);
+	conn->cluster = sbxs_strdup(cl ? cl : "");
+	conn->user = sbxs_strdup(user ? user : "");
 	return conn->context && conn->cluster && conn->user ? SBX_OK : SBX_E_NOMEM;
 }
 
@@ -295,13 +292,13 @@ static int fill_cluster(k8s_conn *conn, kc_entry cl, const char *cl_name, sbx_er
 	yaml_document_t *d = cl.node ? &cl.file->doc : NULL;
 	const char *server = d ? map_set(d, cl.node, "server") : NULL;
 	if (!server)
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: kubeconfig: cluster '%s' has no server",
 					    cl_name ? cl_name : "");
 	size_t sl = strlen(server);
-	conn->server = strdup(server);
+	conn->server = sbxs_strdup(server);
 	if (!conn->server)
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	while (sl && conn->server[sl - 1] == '/')
 		conn->server[--sl] = '\0';
 	const char *insecure = map_str(d, cl.node, "insecure-skip-tls-verify");
@@ -340,35 +337,35 @@ static int fill_user(k8s_conn *conn, kc_entry user, kc_entry cl, const char *use
 		conn->auth = "client-certificate";
 	const char *tok = map_set(d, user.node, "token");
 	const char *tf = map_set(d, user.node, "tokenFile");
-	if (tok && !(conn->token = strdup(tok)))
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+	if (tok && !(conn->token = sbxs_strdup(tok)))
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	if (tf && !(conn->token_file = abs_path(tf, dir)))
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	if (tok || tf)
 		conn->auth = tf ? "tokenFile" : "token"; /* the file wins when both are set */
 	yaml_node_t *exec = map_get(d, user.node, "exec");
 	if (exec && !tok && !tf && !conn->cert_pem) {
-		rc = k8s__cred_parse(&conn->cred, d, exec, dir, user_name,
-				     cl.node ? &cl.file->doc : NULL, cl.node, conn, err);
+		rc = k8s_cred_parse(&conn->cred, d, exec, dir, user_name,
+				    cl.node ? &cl.file->doc : NULL, cl.node, conn, err);
 		if (rc == SBX_OK)
 			conn->auth = "exec";
 	}
 	return rc;
 }
 
-int k8s__load_kubeconfig(k8s_conn *conn, const char *paths, int is_list, const char *context,
-			 char **ns_out, sbx_error *err)
+int k8s_load_kubeconfig(k8s_conn *conn, const char *paths, int is_list, const char *context,
+			char **ns_out, sbx_error *err)
 {
-	kc_set *set = calloc(1, sizeof(*set));
+	kc_set *set = sbxs_zalloc(sizeof(*set));
 	if (!set)
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	int rc = set_load(set, paths, is_list, err);
 	if (rc != SBX_OK)
 		goto out;
 	const char *ctx_name = context && *context ? context : current_context(set);
 	kc_entry ctx = named(set, "contexts", ctx_name, "context");
 	if (!ctx.node) {
-		rc = k8s__host->set_error(
+		rc = sbxs_host->set_error(
 		    err, SBX_E_CONFIG, "k8s: kubeconfig %s has no context '%s'",
 		    is_list ? "$KUBECONFIG" : paths, ctx_name ? ctx_name : "(no current-context)");
 		goto out;
@@ -379,26 +376,26 @@ int k8s__load_kubeconfig(k8s_conn *conn, const char *paths, int is_list, const c
 	kc_entry cl = named(set, "clusters", cl_name, "cluster");
 	kc_entry user = named(set, "users", user_name, "user");
 	if (fill_names(conn, ctx_name, cl_name, user_name) != SBX_OK) {
-		rc = k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		rc = sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 		goto out;
 	}
 	if ((rc = fill_cluster(conn, cl, cl_name, err)) != SBX_OK ||
 	    (rc = fill_user(conn, user, cl, user_name, err)) != SBX_OK)
 		goto out;
-	if (ns && ns_out && !(*ns_out = strdup(ns)))
-		rc = k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+	if (ns && ns_out && !(*ns_out = sbxs_strdup(ns)))
+		rc = sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 out:
 	set_free(set);
-	free(set);
+	sbxs_host->free(set);
 	return rc;
 }
 
-int k8s__load_incluster(k8s_conn *conn, char **ns_out, sbx_error *err)
+int k8s_load_incluster(k8s_conn *conn, char **ns_out, sbx_error *err)
 {
 	const char *host = getenv("KUBERNETES_SERVICE_HOST");
 	const char *port = getenv("KUBERNETES_SERVICE_PORT");
 	if (!host || !*host)
-		return k8s__host->set_error(err, SBX_E_CONFIG,
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
 					    "k8s: in_cluster: KUBERNETES_SERVICE_HOST is not set "
 					    "(not running in a pod?)");
 	char url[512];
@@ -406,20 +403,20 @@ int k8s__load_incluster(k8s_conn *conn, char **ns_out, sbx_error *err)
 	int n = snprintf(url, sizeof(url), "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "",
 			 port && *port ? port : "443");
 	if (n < 0 || (size_t)n >= sizeof(url))
-		return k8s__host->set_error(err, SBX_E_CONFIG, "k8s: in_cluster: host too long");
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: in_cluster: host too long");
 	const char *sa = getenv("SBX_K8S_SERVICEACCOUNT_DIR");
 	if (!sa || !*sa)
 		sa = SA_DIR;
 	char path[1024];
-	conn->server = strdup(url);
+	conn->server = sbxs_strdup(url);
 	snprintf(path, sizeof(path), "%s/token", sa);
-	conn->token_file = strdup(path);
+	conn->token_file = sbxs_strdup(path);
 	conn->auth = "tokenFile";
 	if (!conn->server || !conn->token_file)
-		return k8s__host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "k8s: out of memory");
 	snprintf(path, sizeof(path), "%s/ca.crt", sa);
 	if (read_file(path, &conn->ca_pem, &conn->ca_len) != SBX_OK)
-		return k8s__host->set_error(err, SBX_E_CONFIG, "k8s: in_cluster: cannot read %s",
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: in_cluster: cannot read %s",
 					    path);
 	snprintf(path, sizeof(path), "%s/namespace", sa);
 	char *ns = NULL;

@@ -15,11 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "local.h"
+#include "cgroup.h"
+#include "state.h"
 
 static atomic_uint exec_counter;
 
-const char *sbx__local_mechanism_name(int mechanism)
+const char *local_mechanism_name(int mechanism)
 {
 	switch (mechanism) {
 	case LOCAL_KILL_CGROUP_V2:
@@ -174,9 +175,9 @@ static int v2_usable(local_state *st)
 	return 0;
 }
 
-int sbx__local_cg_detect(local_state *st, const char *wanted, sbx_error *err)
+int local_cg_detect(local_state *st, const char *wanted, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	int any = !wanted || strcmp(wanted, "auto") == 0;
 	st->cg_root[0] = '\0';
 	if (any || strcmp(wanted, "cgroup-v2") == 0) {
@@ -207,7 +208,7 @@ int sbx__local_cg_detect(local_state *st, const char *wanted, sbx_error *err)
 			    wanted);
 }
 
-int sbx__local_cg_sandbox_path(const local_state *st, const char *id, char *buf, size_t cap)
+int local_cg_sandbox_path(const local_state *st, const char *id, char *buf, size_t cap)
 {
 	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
 		return SBX_E_UNSUPPORTED;
@@ -215,27 +216,26 @@ int sbx__local_cg_sandbox_path(const local_state *st, const char *id, char *buf,
 	return n < 0 || (size_t)n >= cap ? SBX_E_INVAL : SBX_OK;
 }
 
-int sbx__local_cg_sandbox(const local_state *st, const char *id, sbx_error *err)
+int local_cg_sandbox(const local_state *st, const char *id, sbx_error *err)
 {
 	char path[600];
-	int rc = sbx__local_cg_sandbox_path(st, id, path, sizeof(path));
+	int rc = local_cg_sandbox_path(st, id, path, sizeof(path));
 	if (rc == SBX_E_UNSUPPORTED)
 		return SBX_OK;
 	if (rc != SBX_OK)
-		return sbx__local_host->set_error(err, rc, "local: cgroup path too long");
+		return sbxs_host->set_error(err, rc, "local: cgroup path too long");
 	if (mkdir_cg(st, path) != 0)
-		return sbx__local_host->set_error(
-		    err, SBX_E_IO, "local: cannot create cgroup %s: %s", path, strerror(errno));
+		return sbxs_host->set_error(err, SBX_E_IO, "local: cannot create cgroup %s: %s",
+					    path, strerror(errno));
 	return SBX_OK;
 }
 
-int sbx__local_cg_exec_new(const local_state *st, const char *id, char *buf, size_t cap,
-			   sbx_error *err)
+int local_cg_exec_new(const local_state *st, const char *id, char *buf, size_t cap, sbx_error *err)
 {
 	unsigned k = atomic_fetch_add(&exec_counter, 1u);
 	int n = snprintf(buf, cap, "%s/%s/e%ld-%u", st->cg_root, id, (long)getpid(), k);
 	if (n < 0 || (size_t)n >= cap)
-		return sbx__local_host->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
+		return sbxs_host->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
 	/* The sandbox cgroup is made at create; it is missing after a reboot, or when a gc
 	 * removed it a moment ago (its folder was gone): make it again and retry. */
 	for (int attempt = 0; attempt < 4; attempt++) {
@@ -243,12 +243,12 @@ int sbx__local_cg_exec_new(const local_state *st, const char *id, char *buf, siz
 			return SBX_OK;
 		if (errno != ENOENT)
 			break;
-		int rc = sbx__local_cg_sandbox(st, id, err);
+		int rc = local_cg_sandbox(st, id, err);
 		if (rc != SBX_OK)
 			return rc;
 	}
-	return sbx__local_host->set_error(err, SBX_E_IO, "local: cannot create cgroup %s: %s", buf,
-					  strerror(errno));
+	return sbxs_host->set_error(err, SBX_E_IO, "local: cannot create cgroup %s: %s", buf,
+				    strerror(errno));
 }
 
 /* Calls fn on path and every cgroup below it, children first. */
@@ -318,7 +318,7 @@ static int v2_unpopulated(const local_state *st, const char *path)
 	       strstr(ev, "populated 0") != NULL;
 }
 
-int sbx__local_cg_kill(const local_state *st, const char *path)
+int local_cg_kill(const local_state *st, const char *path)
 {
 	if (v2_unpopulated(st, path) || count_procs(path) == 0)
 		return 0; /* the usual case: the command left nothing behind */
@@ -352,7 +352,7 @@ static void rmdir_one(const char *path, void *ctx)
 	rmdir(path);
 }
 
-void sbx__local_cg_remove(const char *path)
+void local_cg_remove(const char *path)
 {
 	/* Usually the exec's cgroup has no child cgroups: one rmdir does. */
 	if (rmdir(path) == 0 || errno == ENOENT)
@@ -360,17 +360,17 @@ void sbx__local_cg_remove(const char *path)
 	walk(path, rmdir_one, NULL);
 }
 
-int sbx__local_cg_freeze(const local_state *st, const char *id, int frozen, sbx_error *err)
+int local_cg_freeze(const local_state *st, const char *id, int frozen, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	const char *op = frozen ? "pause" : "resume";
 	char path[600];
-	if (sbx__local_cg_sandbox_path(st, id, path, sizeof(path)) != SBX_OK)
+	if (local_cg_sandbox_path(st, id, path, sizeof(path)) != SBX_OK)
 		return h->set_error(err, SBX_E_UNSUPPORTED,
 				    "local: %s: needs a writable cgroup freezer; this machine "
 				    "uses the subreaper fallback",
 				    op);
-	int rc = sbx__local_cg_sandbox(st, id, err);
+	int rc = local_cg_sandbox(st, id, err);
 	if (rc != SBX_OK)
 		return rc;
 	int w = st->kill_mechanism == LOCAL_KILL_CGROUP_V2
@@ -391,10 +391,10 @@ int sbx__local_cg_freeze(const local_state *st, const char *id, int frozen, sbx_
 	return SBX_OK;
 }
 
-int sbx__local_cg_frozen(const local_state *st, const char *id)
+int local_cg_frozen(const local_state *st, const char *id)
 {
 	char path[600], s[64] = "";
-	if (sbx__local_cg_sandbox_path(st, id, path, sizeof(path)) != SBX_OK)
+	if (local_cg_sandbox_path(st, id, path, sizeof(path)) != SBX_OK)
 		return -1;
 	if (st->kill_mechanism == LOCAL_KILL_CGROUP_V2) {
 		if (read_small(path, "cgroup.freeze", s, sizeof(s)) != 0)
@@ -434,8 +434,8 @@ static int namespace_dead(const char *ns)
 
 static void reap_tree(const local_state *st, const char *path)
 {
-	sbx__local_cg_kill(st, path);
-	sbx__local_cg_remove(path);
+	local_cg_kill(st, path);
+	local_cg_remove(path);
 }
 
 /* This root's sandbox cgroups whose sandbox folder is gone (a destroy cut short, an exec
@@ -457,15 +457,15 @@ static void sweep_own(const local_state *st)
 			continue;
 		struct stat sb;
 		if (lstat(folder, &sb) != 0 && errno == ENOENT) {
-			sbx__local_host->log(SBX_LOG_INFO, "local",
-					     "removing cgroup %s: its sandbox folder is gone", cg);
+			sbxs_host->log(SBX_LOG_INFO, "local",
+				       "removing cgroup %s: its sandbox folder is gone", cg);
 			reap_tree(st, cg);
 		}
 	}
 	closedir(d);
 }
 
-void sbx__local_cg_sweep(const local_state *st)
+void local_cg_sweep(const local_state *st)
 {
 	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
 		return;
@@ -494,8 +494,8 @@ void sbx__local_cg_sweep(const local_state *st)
 				continue;
 			/* Another root's namespace, and that root was deleted: nobody can reach
 			 * these sandboxes any more. */
-			sbx__local_host->log(SBX_LOG_INFO, "local",
-					     "removing cgroup %s: its sandbox root is gone", path);
+			sbxs_host->log(SBX_LOG_INFO, "local",
+				       "removing cgroup %s: its sandbox root is gone", path);
 			reap_tree(st, path);
 			char link[256];
 			int k = snprintf(link, sizeof(link), "%s/%s", NS_REGISTRY, e->d_name);

@@ -13,22 +13,11 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "local.h"
-
-#define H sbx__local_host
-
-int64_t sbx__local_disk_cap(const char *dir)
-{
-	char path[1300], buf[32] = "";
-	snprintf(path, sizeof(path), "%s/disk", dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	long long v = r > 0 ? strtoll(buf, NULL, 10) : 0;
-	return v > 0 ? (int64_t)v : 0;
-}
+#include "disk.h"
+#include "meta.h"
+#include "ns.h"
+#include "rootfs.h"
+#include "state.h"
 
 /* Allocated bytes of everything below the folder open at fd (closed here). */
 static int64_t tree_bytes(int fd, int depth)
@@ -58,18 +47,18 @@ static int64_t tree_bytes(int fd, int depth)
 	return sum;
 }
 
-int sbx__local_disk_usage(const local_state *st, const char *id, int64_t *used, int64_t *cap,
-			  sbx_error *err)
+int local_disk_usage(const local_state *st, const char *id, int64_t *used, int64_t *cap,
+		     sbx_error *err)
 {
 	char dir[1200], path[1300];
 	*used = *cap = 0;
-	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
+	int rc = local_path(st, id, NULL, dir, sizeof(dir), err);
 	if (rc != SBX_OK)
 		return rc;
-	*cap = sbx__local_disk_cap(dir);
+	*cap = local_disk_cap(dir);
 	if (*cap) {
 		/* No init, no tmpfs: the layer went with it. */
-		long pid = sbx__local_iso_init_pid(dir);
+		long pid = local_iso_init_pid(dir);
 		snprintf(path, sizeof(path), "/proc/%ld/fd/%d", pid, LOCAL_RW_FD);
 		int fd = pid ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 		struct statfs sf;

@@ -36,7 +36,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "local.h"
+#include "cgroup.h"
+#include "exec.h"
+#include "meta.h"
+#include "ns.h"
+#include "spawn.h"
+#include "state.h"
 
 extern char **environ;
 
@@ -128,7 +133,7 @@ static void run_command(const plan *p)
 			report(p, STAGE_CGROUP, errno);
 		close(fd);
 	}
-	int je = p->join ? sbx__local_join_child(p->join) : 0;
+	int je = p->join ? local_join_child(p->join) : 0;
 	if (je != 0)
 		report(p, STAGE_JOIN, je);
 	/* Move the ends above 2 first: one of them may itself be 0, 1 or 2. */
@@ -286,7 +291,7 @@ static void close_others(int *keep, size_t n_keep)
 static void enter_sandbox(const plan *p)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	int e = sbx__local_join_helper(p->join);
+	int e = local_join_helper(p->join);
 	if (e != 0)
 		report(p, STAGE_JOIN, e);
 	pid_t helper = fork();
@@ -296,7 +301,7 @@ static void enter_sandbox(const plan *p)
 		/* Seen from the sandbox: neither the host's command line nor (not dumpable) its
 		 * environment and memory are readable there. */
 		prctl(PR_SET_DUMPABLE, 0);
-		sbx__local_blank_cmdline("sbx-exec");
+		local_blank_cmdline("sbx-exec");
 		return;
 	}
 	syscall(SYS_close_range, 3u, ~0u, 0);
@@ -533,11 +538,11 @@ static const char *find_shell(const char *path, const local_join *j, char *buf, 
 static int build_env(const local_state *st, const char *id, const char *cwd,
 		     const sbx_exec_request *req, const local_join *j, strv *env, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char **saved = NULL;
 	size_t ilen = 0;
-	char *image_env = sbx__local_join_image_env(j, &ilen);
-	int rc = sbx__local_meta_env(st, id, &saved, err);
+	char *image_env = local_join_image_env(j, &ilen);
+	int rc = local_meta_env(st, id, &saved, err);
 	if (rc != SBX_OK) {
 		free(image_env);
 		return rc;
@@ -568,11 +573,11 @@ static int build_env(const local_state *st, const char *id, const char *cwd,
 			goto nomem;
 	if (strv_set2(env, "PWD", cwd) != 0 || strv_set2(env, TAG_ENV, id) != 0)
 		goto nomem;
-	sbx__local_strv_free(saved);
+	local_strv_free(saved);
 	free(image_env);
 	return SBX_OK;
 nomem:
-	sbx__local_strv_free(saved);
+	local_strv_free(saved);
 	free(image_env);
 	return h->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
 }
@@ -739,7 +744,7 @@ static void drain(const sbx_exec_request *req, run *r, int ms, int *out_rc)
 static int resolve_cwd(const char *work, const sbx_exec_request *req, char *buf, size_t cap,
 		       sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	int n;
 	if (!req->cwd || !req->cwd[0])
 		n = snprintf(buf, cap, "%s", work);
@@ -773,10 +778,10 @@ static void exec_failed(const sbx_exec_request *req, const child_report *rep, sb
 	out->signal = 0;
 }
 
-int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
-		       sbx_exec_outcome *out, sbx_error *err)
+int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
+		  sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	local_state *st = state;
 	char work[1200], cwd[4200], cg[1400] = "", shell_buf[4200];
 	strv env = {0};
@@ -799,19 +804,19 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++)
 		join.procs[i] = -1;
 	int kill_tree = 0;
-	int report_r = -1, rc = sbx__local_path(st, id, "work", work, sizeof(work), err);
+	int report_r = -1, rc = local_path(st, id, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
 		return rc;
 	struct stat sb;
 	if (stat(work, &sb) != 0)
 		return h->set_error(err, SBX_E_NOT_FOUND, "local: exec: sandbox %s not found", id);
-	if (sbx__local_cg_frozen(st, id) == 1)
+	if (local_cg_frozen(st, id) == 1)
 		return h->set_error(err, SBX_E_PAUSED,
 				    "local: exec: sandbox %s is paused; resume it first", id);
 	rc = resolve_cwd(work, req, cwd, sizeof(cwd), err);
 	if (rc != SBX_OK)
 		return rc;
-	rc = sbx__local_join_prepare(st, id, &join, err);
+	rc = local_join_prepare(st, id, &join, err);
 	if (rc == SBX_OK)
 		rc = build_env(st, id, cwd, req, &join, &env, err);
 	if (rc != SBX_OK)
@@ -870,7 +875,7 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 			goto io;
 		p.control_fd = fds[0], r.control_w = fds[1];
 	} else {
-		rc = sbx__local_cg_exec_new(st, id, cg, sizeof(cg), err);
+		rc = local_cg_exec_new(st, id, cg, sizeof(cg), err);
 		if (rc != SBX_OK)
 			goto out;
 		if ((p.cg_fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
@@ -891,16 +896,16 @@ int sbx__local_execute(void *state, const char *id, const sbx_exec_request *req,
 	} else {
 		/* The isolated level: this thread's children are born in the sandbox's PID
 		 * namespace until it points back. */
-		int je = sbx__local_join_fork_begin(&join);
+		int je = local_join_fork_begin(&join);
 		if (je != 0) {
 			rc = h->set_error(err, SBX_E_IO, "local: exec: cannot enter sandbox %s: %s",
 					  id, strerror(je));
 			goto out;
 		}
 		int v2 = st->kill_mechanism == LOCAL_KILL_CGROUP_V2;
-		r.child = sbx__local_spawn(command_entry, &p, v2 ? p.cg_fd : -1, &p.placed);
+		r.child = local_spawn(command_entry, &p, v2 ? p.cg_fd : -1, &p.placed);
 		int saved = errno;
-		sbx__local_join_fork_end(&join);
+		local_join_fork_end(&join);
 		errno = saved;
 		if (r.child > 0 && rep.stage != 0)
 			got = (ssize_t)sizeof(rep);
@@ -1006,7 +1011,7 @@ finish:
 		if (r.child > 0)
 			kill(-r.child, SIGKILL);
 		if (cg[0])
-			sbx__local_cg_kill(st, cg);
+			local_cg_kill(st, cg);
 	}
 	if (kill_tree)
 		drain(req, &r, 500, &out_rc);
@@ -1039,7 +1044,7 @@ finish:
 		if (out_rc != 0)
 			rc = h->set_error(err, out_rc,
 					  "local: exec: the host stopped taking output");
-		if (sbx__local_join_oom(&join) && SBX_HAS(out, sbx_exec_outcome, oom_killed))
+		if (local_join_oom(&join) && SBX_HAS(out, sbx_exec_outcome, oom_killed))
 			out->oom_killed = 1;
 	}
 	goto out;
@@ -1057,9 +1062,9 @@ out:
 	close_fd(&r.control_w);
 	close_fd(&report_r);
 	close_child_ends(&p);
-	sbx__local_join_close(&join);
+	local_join_close(&join);
 	if (cg[0])
-		sbx__local_cg_remove(cg);
+		local_cg_remove(cg);
 	free(argv);
 	strv_free(&env);
 	return rc;
@@ -1098,7 +1103,7 @@ static int has_tag(const char *pid, const char *tag, char **buf, size_t *cap)
 	return 0;
 }
 
-void sbx__local_kill_tagged(const char *id)
+void local_kill_tagged(const char *id)
 {
 	char tag[64];
 	int tn = snprintf(tag, sizeof(tag), TAG_ENV "=%s", id);

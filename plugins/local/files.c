@@ -13,7 +13,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "local.h"
+#include "files.h"
+#include "meta.h"
+#include "state.h"
 
 #define MAX_LINKS 40
 
@@ -114,7 +116,7 @@ static int open_beneath(local_state *st, int root, const char *rel, int flags, m
 
 static int fail(const char *op, const char *path, int e, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	switch (e) {
 	case EXDEV:
 	case ELOOP:
@@ -147,9 +149,9 @@ static int fail(const char *op, const char *path, int e, sbx_error *err)
 static int prepare(local_state *st, const char *id, const char *op, const char *path, int *root,
 		   char *rel, size_t cap, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char work[1200];
-	int rc = sbx__local_path(st, id, "work", work, sizeof(work), err);
+	int rc = local_path(st, id, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
 		return rc;
 	if (!path)
@@ -212,10 +214,10 @@ static void fill_info(sbx_file_info *info, const struct stat *sb, const char *na
 	info->name[n] = '\0';
 }
 
-int sbx__local_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
-			 sbx_error *err)
+int local_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
+		    sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char rel[4096];
 	int root = -1, fd = -1;
 	char *buf = NULL;
@@ -306,8 +308,8 @@ static int mkdirs(local_state *st, int root, const char *rel)
 	return 0;
 }
 
-int sbx__local_write_file(void *state, const char *id, const char *path, const void *data,
-			  size_t len, uint32_t mode, sbx_error *err)
+int local_write_file(void *state, const char *id, const char *path, const void *data, size_t len,
+		     uint32_t mode, sbx_error *err)
 {
 	char rel[4096], parent[4096], copy[4096];
 	int root = -1, fd = -1;
@@ -348,8 +350,8 @@ out:
 	return rc;
 }
 
-int sbx__local_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
-			 sbx_error *err)
+int local_stat_file(void *state, const char *id, const char *path, sbx_file_info *info,
+		    sbx_error *err)
 {
 	char rel[4096], parent[4096], copy[4096];
 	int root = -1, pfd = -1;
@@ -385,10 +387,10 @@ static int by_name(const void *a, const void *b)
 	return strcmp(((const sbx_file_info *)a)->name, ((const sbx_file_info *)b)->name);
 }
 
-int sbx__local_list_dir(void *state, const char *id, const char *path, sbx_file_info **entries,
-			size_t *n, sbx_error *err)
+int local_list_dir(void *state, const char *id, const char *path, sbx_file_info **entries,
+		   size_t *n, sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char rel[4096];
 	int root = -1;
 	DIR *d = NULL;
@@ -443,8 +445,7 @@ out:
 	return rc;
 }
 
-int sbx__local_make_dir(void *state, const char *id, const char *path, uint32_t parents,
-			sbx_error *err)
+int local_make_dir(void *state, const char *id, const char *path, uint32_t parents, sbx_error *err)
 {
 	char rel[4096], parent[4096], copy[4096];
 	int root = -1, pfd = -1;
@@ -501,21 +502,21 @@ static int rm_rf_at(int dfd, const char *name)
 	return unlinkat(dfd, name, AT_REMOVEDIR) == 0 ? 0 : errno;
 }
 
-int sbx__local_rmtree(const char *path)
+int local_rmtree(const char *path)
 {
 	int r = rm_rf_at(AT_FDCWD, path);
 	return r == ENOENT ? 0 : r;
 }
 
-int sbx__local_rmtree_at(int dfd, const char *name)
+int local_rmtree_at(int dfd, const char *name)
 {
 	return rm_rf_at(dfd, name);
 }
 
-int sbx__local_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
-			   sbx_error *err)
+int local_remove_path(void *state, const char *id, const char *path, uint32_t recursive,
+		      sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char rel[4096], parent[4096], copy[4096];
 	int root = -1, pfd = -1;
 	int rc = prepare(state, id, "remove", path, &root, rel, sizeof(rel), err);

@@ -11,6 +11,7 @@
  *                                 while the archive's size, mtime and inode are unchanged
  * An import runs under sha256/<digest>.lock into tmp/<pid>-<digest> and is renamed into
  * place, so a killed import leaves nothing a later one could take for finished. */
+#ifdef SBX_LOCAL_IMAGES
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,9 +25,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "image.h"
-
-#define H sbx__local_host
+#include "image_read.h"
+#include "image_unpack.h"
+#include "state.h"
 
 #define INDEX_MAGIC "sbx-image-index 1"
 
@@ -139,28 +142,29 @@ static int archive_index(const local_state *st, const char *path, img_index *x, 
 	struct stat sb;
 	char real[PATH_MAX], key[IMG_HEX + 1], file[1400];
 	if (!realpath(path, real) || stat(real, &sb) != 0)
-		return H->set_error(err, errno == ENOENT ? SBX_E_NOT_FOUND : SBX_E_IO,
-				    "local: image archive %s: %s", path, strerror(errno));
+		return sbxs_host->set_error(err, errno == ENOENT ? SBX_E_NOT_FOUND : SBX_E_IO,
+					    "local: image archive %s: %s", path, strerror(errno));
 	if (!S_ISREG(sb.st_mode))
-		return H->set_error(err, SBX_E_CONFIG, "local: image archive %s is not a file",
-				    path);
-	sbx__img_sha256_hex(real, strlen(real), key);
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
+					    "local: image archive %s is not a file", path);
+	local_img_sha256_hex(real, strlen(real), key);
 	snprintf(file, sizeof(file), "%s/archives/%s", st->iso.image_cache, key);
 	snprintf(f->archive, sizeof(f->archive), "%s", real);
 	if (index_load(file, &sb, x) == 0)
 		return SBX_OK;
-	int rc = sbx__img_read(real, &f->parsed, err);
+	int rc = local_img_read(real, &f->parsed, err);
 	for (size_t i = 0; rc == SBX_OK && i < f->parsed.n; i++) {
 		const img_plan *p = &f->parsed.images[i];
 		if (idx_add(x, p->digest, "") != 0)
-			rc = H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+			rc = sbxs_host->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
 		for (size_t k = 0; rc == SBX_OK && k < p->n_names; k++)
 			if (idx_add(x, p->digest, p->names[k]) != 0)
-				rc = H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+				rc = sbxs_host->set_error(err, SBX_E_NOMEM,
+							  "local: image: out of memory");
 	}
 	if (rc == SBX_OK && index_save(file, &sb, x) != 0)
-		H->log(SBX_LOG_WARN, "local", "cannot write the image index %s: %s", file,
-		       strerror(errno));
+		sbxs_host->log(SBX_LOG_WARN, "local", "cannot write the image index %s: %s", file,
+			       strerror(errno));
 	return rc;
 }
 
@@ -169,7 +173,7 @@ static void index_reset(img_index *x, found *f)
 	free(x->v);
 	x->v = NULL;
 	x->n = 0;
-	sbx__img_archive_free(&f->parsed);
+	local_img_archive_free(&f->parsed);
 }
 
 /* The one image of the archive at `path`. */
@@ -181,10 +185,11 @@ static int by_path(const local_state *st, const char *path, found *f, sbx_error 
 		return rc;
 	for (size_t i = 0; i < x.n; i++) {
 		if (i > 0 && strcmp(x.v[i].digest, x.v[0].digest) != 0) {
-			rc = H->set_error(err, SBX_E_CONFIG,
-					  "local: image archive %s holds several images: put it in "
-					  "the image_archives folder and name one",
-					  path);
+			rc = sbxs_host->set_error(
+			    err, SBX_E_CONFIG,
+			    "local: image archive %s holds several images: put it in "
+			    "the image_archives folder and name one",
+			    path);
 			break;
 		}
 	}
@@ -198,17 +203,17 @@ static int by_path(const local_state *st, const char *path, found *f, sbx_error 
 static int by_name(const local_state *st, const char *ref, found *f, sbx_error *err)
 {
 	char want[600];
-	sbx__img_normalise(ref, want, sizeof(want));
+	local_img_normalise(ref, want, sizeof(want));
 	if (!st->iso.image_dir[0])
-		return H->set_error(err, SBX_E_CONFIG,
-				    "local: image '%.200s' is no archive path, and no "
-				    "image_archives folder is configured to look it up in",
-				    ref);
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
+					    "local: image '%.200s' is no archive path, and no "
+					    "image_archives folder is configured to look it up in",
+					    ref);
 	struct dirent **names = NULL;
 	int n = scandir(st->iso.image_dir, &names, NULL, alphasort);
 	if (n < 0)
-		return H->set_error(err, SBX_E_CONFIG, "local: image_archives %s: %s",
-				    st->iso.image_dir, strerror(errno));
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "local: image_archives %s: %s",
+					    st->iso.image_dir, strerror(errno));
 	int rc = SBX_OK, hit = 0, looked = 0;
 	for (int i = 0; i < n && rc == SBX_OK && !hit; i++) {
 		char path[1400];
@@ -220,7 +225,8 @@ static int by_name(const local_state *st, const char *ref, found *f, sbx_error *
 		sbx_error ignored = {0};
 		looked++;
 		if (archive_index(st, path, &x, f, &ignored) != SBX_OK) {
-			H->log(SBX_LOG_WARN, "local", "skipping %s: %s", path, ignored.message);
+			sbxs_host->log(SBX_LOG_WARN, "local", "skipping %s: %s", path,
+				       ignored.message);
 			index_reset(&x, f);
 			continue;
 		}
@@ -231,13 +237,13 @@ static int by_name(const local_state *st, const char *ref, found *f, sbx_error *
 			}
 		free(x.v);
 		if (!hit)
-			sbx__img_archive_free(&f->parsed);
+			local_img_archive_free(&f->parsed);
 	}
 	for (int i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
 	if (!hit)
-		return H->set_error(
+		return sbxs_host->set_error(
 		    err, SBX_E_NOT_FOUND,
 		    "local: image '%.200s' (%s) is in none of the %d archives of %s", ref, want,
 		    looked, st->iso.image_dir);
@@ -262,8 +268,8 @@ static int write_env(const img_plan *p, const char *dir, sbx_error *err)
 		ok = 0;
 	json_decref(c);
 	return ok ? SBX_OK
-		  : H->set_error(err, SBX_E_IO, "local: image: cannot write %s: %s", path,
-				 strerror(errno));
+		  : sbxs_host->set_error(err, SBX_E_IO, "local: image: cannot write %s: %s", path,
+					 strerror(errno));
 }
 
 /* tmp/<pid>-<digest> folders whose importer died. */
@@ -278,7 +284,7 @@ static void sweep_tmp(const char *tmpdir)
 		long pid = strtol(e->d_name, &end, 10);
 		if (pid <= 0 || !end || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
-		sbx__local_rmtree_at(dirfd(d), e->d_name);
+		local_rmtree_at(dirfd(d), e->d_name);
 	}
 	closedir(d);
 }
@@ -288,37 +294,37 @@ static int import(const local_state *st, found *f, const char *final, sbx_error 
 	const img_plan *p = NULL;
 	int rc = SBX_OK;
 	if (f->parsed.n == 0)
-		rc = sbx__img_read(f->archive, &f->parsed, err);
+		rc = local_img_read(f->archive, &f->parsed, err);
 	for (size_t i = 0; rc == SBX_OK && i < f->parsed.n && !p; i++)
 		if (strcmp(f->parsed.images[i].digest, f->digest) == 0)
 			p = &f->parsed.images[i];
 	if (rc != SBX_OK)
 		return rc;
 	if (!p)
-		return H->set_error(err, SBX_E_IO, "local: image archive %s changed while read",
-				    f->archive);
+		return sbxs_host->set_error(
+		    err, SBX_E_IO, "local: image archive %s changed while read", f->archive);
 	char tmpdir[1300], tmp[1400], root[1500], real[PATH_MAX];
 	snprintf(tmpdir, sizeof(tmpdir), "%s/tmp", st->iso.image_cache);
 	sweep_tmp(tmpdir);
 	snprintf(tmp, sizeof(tmp), "%s/%ld-%s", tmpdir, (long)getpid(), f->digest);
 	snprintf(root, sizeof(root), "%s/rootfs", tmp);
-	sbx__local_rmtree(tmp);
+	local_rmtree(tmp);
 	if (mkdir(tmp, 0755) != 0 || mkdir(root, 0755) != 0 || !realpath(root, real))
-		return H->set_error(err, SBX_E_IO, "local: image: cannot make %s: %s", root,
-				    strerror(errno));
-	H->log(SBX_LOG_INFO, "local", "importing image %s from %s", f->digest, f->archive);
-	rc = sbx__img_unpack(f->archive, p, real, err);
+		return sbxs_host->set_error(err, SBX_E_IO, "local: image: cannot make %s: %s", root,
+					    strerror(errno));
+	sbxs_host->log(SBX_LOG_INFO, "local", "importing image %s from %s", f->digest, f->archive);
+	rc = local_img_unpack(f->archive, p, real, err);
 	if (rc == SBX_OK)
 		rc = write_env(p, tmp, err);
 	if (rc == SBX_OK && rename(tmp, final) != 0 && errno != EEXIST && errno != ENOTEMPTY)
-		rc = H->set_error(err, SBX_E_IO, "local: image: cannot move %s to %s: %s", tmp,
-				  final, strerror(errno));
-	sbx__local_rmtree(tmp);
+		rc = sbxs_host->set_error(err, SBX_E_IO, "local: image: cannot move %s to %s: %s",
+					  tmp, final, strerror(errno));
+	local_rmtree(tmp);
 	return rc;
 }
 
-int sbx__local_image_rootfs(const local_state *st, const char *image, char *buf, size_t cap,
-			    sbx_error *err)
+int local_image_rootfs(const local_state *st, const char *image, char *buf, size_t cap,
+		       sbx_error *err)
 {
 	buf[0] = '\0';
 	static const char *const sub[] = {"sha256", "archives", "tmp"};
@@ -327,12 +333,12 @@ int sbx__local_image_rootfs(const local_state *st, const char *image, char *buf,
 		snprintf(dir, sizeof(dir), "%s/%s", st->iso.image_cache, sub[i]);
 		int e = mkdirs(dir);
 		if (e != 0)
-			return H->set_error(err, SBX_E_IO, "local: image cache %s: %s", dir,
-					    strerror(e));
+			return sbxs_host->set_error(err, SBX_E_IO, "local: image cache %s: %s", dir,
+						    strerror(e));
 	}
 	found *f = calloc(1, sizeof(*f));
 	if (!f)
-		return H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
 	int rc = image[0] == '/' ? by_path(st, image, f, err) : by_name(st, image, f, err);
 	char final[1300], lock[1400];
 	snprintf(final, sizeof(final), "%s/sha256/%s", st->iso.image_cache, f->digest);
@@ -342,24 +348,25 @@ int sbx__local_image_rootfs(const local_state *st, const char *image, char *buf,
 	if (rc == SBX_OK && stat(final, &sb) != 0) {
 		lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (lfd < 0 || flock(lfd, LOCK_EX) != 0)
-			rc = H->set_error(err, SBX_E_IO, "local: image: lock %s: %s", lock,
-					  strerror(errno));
+			rc = sbxs_host->set_error(err, SBX_E_IO, "local: image: lock %s: %s", lock,
+						  strerror(errno));
 		else if (stat(final, &sb) != 0)
 			rc = import(st, f, final, err);
 	}
 	if (rc == SBX_OK) {
 		int n = snprintf(buf, cap, "%s/rootfs", final);
 		if (n < 0 || (size_t)n >= cap)
-			rc = H->set_error(err, SBX_E_INVAL, "local: image cache path too long");
+			rc = sbxs_host->set_error(err, SBX_E_INVAL,
+						  "local: image cache path too long");
 	}
 	if (lfd >= 0)
 		close(lfd);
-	sbx__img_archive_free(&f->parsed);
+	local_img_archive_free(&f->parsed);
 	free(f);
 	return rc;
 }
 
-int sbx__local_image_env_copy(const char *rootfs, const char *sandbox_dir, sbx_error *err)
+int local_image_env_copy(const char *rootfs, const char *sandbox_dir, sbx_error *err)
 {
 	char from[1300], to[1300], buf[65536];
 	snprintf(from, sizeof(from), "%.*s/env", (int)(strrchr(rootfs, '/') - rootfs), rootfs);
@@ -367,8 +374,8 @@ int sbx__local_image_env_copy(const char *rootfs, const char *sandbox_dir, sbx_e
 	int in = open(from, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return errno == ENOENT ? SBX_OK
-				       : H->set_error(err, SBX_E_IO, "local: image: %s: %s", from,
-						      strerror(errno));
+				       : sbxs_host->set_error(err, SBX_E_IO, "local: image: %s: %s",
+							      from, strerror(errno));
 	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	ssize_t r = 0;
 	int ok = out >= 0;
@@ -378,12 +385,45 @@ int sbx__local_image_env_copy(const char *rootfs, const char *sandbox_dir, sbx_e
 	close(in);
 	if (out >= 0 && close(out) != 0)
 		ok = 0;
-	return ok && r == 0 ? SBX_OK
-			    : H->set_error(err, SBX_E_IO, "local: image: cannot copy %s to %s: %s",
-					   from, to, strerror(e));
+	return ok && r == 0
+		   ? SBX_OK
+		   : sbxs_host->set_error(err, SBX_E_IO, "local: image: cannot copy %s to %s: %s",
+					  from, to, strerror(e));
 }
 
-int sbx__local_image_supported(void)
+int local_image_supported(void)
 {
 	return 1;
 }
+
+#else /* no libarchive or libcrypto */
+
+#include "image.h"
+#include "state.h"
+
+int local_image_rootfs(const local_state *st, const char *image, char *buf, size_t cap,
+		       sbx_error *err)
+{
+	(void)st;
+	(void)cap;
+	buf[0] = '\0';
+	return sbxs_host->set_error(err, SBX_E_UNSUPPORTED,
+				    "local: image '%.200s': this sbx was built without "
+				    "libarchive or libcrypto, which image archives need",
+				    image);
+}
+
+int local_image_env_copy(const char *rootfs, const char *sandbox_dir, sbx_error *err)
+{
+	(void)rootfs;
+	(void)sandbox_dir;
+	(void)err;
+	return SBX_OK;
+}
+
+int local_image_supported(void)
+{
+	return 0;
+}
+
+#endif

@@ -16,9 +16,8 @@
 #include <string.h>
 #include <sys/utsname.h>
 
-#include "image.h"
-
-#define H sbx__local_host
+#include "image_read.h"
+#include "state.h"
 
 #define KEEP_MAX  (4u << 20)  /* a member larger than this is not a manifest or a config */
 #define KEEP_ALL  (64u << 20) /* and all those kept together stay below this */
@@ -36,7 +35,7 @@ typedef struct members {
 	size_t n, cap, kept;
 } members;
 
-void sbx__img_sha256_hex(const void *data, size_t len, char out[IMG_HEX + 1])
+void local_img_sha256_hex(const void *data, size_t len, char out[IMG_HEX + 1])
 {
 	unsigned char md[32];
 	unsigned int n = 0;
@@ -46,7 +45,7 @@ void sbx__img_sha256_hex(const void *data, size_t len, char out[IMG_HEX + 1])
 	out[IMG_HEX] = '\0';
 }
 
-void sbx__img_normalise(const char *ref, char *buf, size_t cap)
+void local_img_normalise(const char *ref, char *buf, size_t cap)
 {
 	static const char *const drop[] = {"docker.io/", "index.docker.io/", "localhost/",
 					   "library/"};
@@ -226,7 +225,7 @@ static void plan_free(img_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
-void sbx__img_archive_free(img_archive *a)
+void local_img_archive_free(img_archive *a)
 {
 	for (size_t i = 0; a && i < a->n; i++)
 		plan_free(&a->images[i]);
@@ -240,7 +239,7 @@ void sbx__img_archive_free(img_archive *a)
 static int add_name(img_plan *p, const char *ref)
 {
 	char norm[600];
-	sbx__img_normalise(ref, norm, sizeof(norm));
+	local_img_normalise(ref, norm, sizeof(norm));
 	if (!norm[0])
 		return 0;
 	for (size_t i = 0; i < p->n_names; i++)
@@ -285,16 +284,16 @@ static int set_config(img_plan *p, const member *cfg, const char *want_sha, cons
 		      sbx_error *err)
 {
 	if (!cfg || !cfg->data)
-		return H->set_error(err, SBX_E_IO, "local: image archive %s: config member missing",
-				    path);
+		return sbxs_host->set_error(err, SBX_E_IO,
+					    "local: image archive %s: config member missing", path);
 	if (!(p->config = malloc(cfg->len + 1)))
-		return H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
 	memcpy(p->config, cfg->data, cfg->len);
 	p->config[cfg->len] = '\0';
 	p->config_len = cfg->len;
-	sbx__img_sha256_hex(p->config, p->config_len, p->digest);
+	local_img_sha256_hex(p->config, p->config_len, p->digest);
 	if (want_sha && strcmp(want_sha, p->digest) != 0)
-		return H->set_error(
+		return sbxs_host->set_error(
 		    err, SBX_E_IO,
 		    "local: image archive %s: config %s does not hash to its digest "
 		    "(sha256 %s)",
@@ -330,7 +329,7 @@ static int from_manifest(const members *m, json_t *man, const char *path, img_ar
 			 sbx_error *err)
 {
 	if (!json_is_array(man) || json_array_size(man) == 0)
-		return H->set_error(
+		return sbxs_host->set_error(
 		    err, SBX_E_IO, "local: image archive %s: manifest.json is not a list of images",
 		    path);
 	for (size_t i = 0; i < json_array_size(man); i++) {
@@ -340,13 +339,14 @@ static int from_manifest(const members *m, json_t *man, const char *path, img_ar
 		json_t *tags = json_object_get(e, "RepoTags");
 		img_plan *p;
 		if (!cfg || !json_is_array(layers))
-			return H->set_error(
+			return sbxs_host->set_error(
 			    err, SBX_E_IO,
 			    "local: image archive %s: manifest.json entry %zu lacks "
 			    "Config or Layers",
 			    path, i);
 		if (grow(out, &p) != 0)
-			return H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+			return sbxs_host->set_error(err, SBX_E_NOMEM,
+						    "local: image: out of memory");
 		/* A config named blobs/sha256/<hex> or <hex>.json names its own digest. */
 		char want[IMG_HEX + 8] = "";
 		const char *base = strrchr(cfg, '/') ? strrchr(cfg, '/') + 1 : cfg;
@@ -358,22 +358,22 @@ static int from_manifest(const members *m, json_t *man, const char *path, img_ar
 		for (size_t k = 0; k < json_array_size(layers); k++) {
 			const char *l = json_string_value(json_array_get(layers, k));
 			if (!l)
-				return H->set_error(
+				return sbxs_host->set_error(
 				    err, SBX_E_IO, "local: image archive %s: a layer is not a name",
 				    path);
 			char d[IMG_HEX + 8] = "";
 			if (strncmp(l, "blobs/sha256/", 13) == 0)
 				snprintf(d, sizeof(d), "sha256:%s", l + 13);
 			if (add_layer(p, l, sha_of(d)) != 0)
-				return H->set_error(err, SBX_E_NOMEM,
-						    "local: image: out of memory");
+				return sbxs_host->set_error(err, SBX_E_NOMEM,
+							    "local: image: out of memory");
 		}
 		set_diff_ids(p);
 		for (size_t k = 0; k < json_array_size(tags); k++) {
 			const char *t = json_string_value(json_array_get(tags, k));
 			if (t && add_name(p, t) != 0)
-				return H->set_error(err, SBX_E_NOMEM,
-						    "local: image: out of memory");
+				return sbxs_host->set_error(err, SBX_E_NOMEM,
+							    "local: image: out of memory");
 		}
 	}
 	return SBX_OK;
@@ -406,42 +406,43 @@ static int from_oci_manifest(const members *m, const char *digest, json_t *annot
 {
 	char name[128];
 	if (blob_name(digest, name, sizeof(name)) != 0)
-		return H->set_error(err, SBX_E_IO, "local: image archive %s: bad digest '%.80s'",
-				    path, digest ? digest : "");
+		return sbxs_host->set_error(err, SBX_E_IO,
+					    "local: image archive %s: bad digest '%.80s'", path,
+					    digest ? digest : "");
 	const member *x = find(m, name);
 	json_t *man = x && x->data ? json_loadb(x->data, x->len, 0, NULL) : NULL;
 	if (!man)
-		return H->set_error(err, SBX_E_IO,
-				    "local: image archive %s: manifest %s missing or not JSON",
-				    path, name);
+		return sbxs_host->set_error(
+		    err, SBX_E_IO, "local: image archive %s: manifest %s missing or not JSON", path,
+		    name);
 	int rc = SBX_OK;
 	char got[IMG_HEX + 1];
-	sbx__img_sha256_hex(x->data, x->len, got);
+	local_img_sha256_hex(x->data, x->len, got);
 	img_plan *p = NULL;
 	const char *cfg =
 	    json_string_value(json_object_get(json_object_get(man, "config"), "digest"));
 	json_t *layers = json_object_get(man, "layers");
 	if (strcmp(got, sha_of(digest)) != 0)
-		rc = H->set_error(
+		rc = sbxs_host->set_error(
 		    err, SBX_E_IO,
 		    "local: image archive %s: manifest %s does not hash to its digest", path, name);
 	else if (!json_is_array(layers) || blob_name(cfg, name, sizeof(name)) != 0)
-		rc = H->set_error(err, SBX_E_IO,
-				  "local: image archive %s: manifest %s lacks a config or layers",
-				  path, digest);
+		rc = sbxs_host->set_error(
+		    err, SBX_E_IO, "local: image archive %s: manifest %s lacks a config or layers",
+		    path, digest);
 	else if (grow(out, &p) != 0)
-		rc = H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+		rc = sbxs_host->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
 	if (rc == SBX_OK)
 		rc = set_config(p, find(m, name), sha_of(cfg), path, err);
 	for (size_t k = 0; rc == SBX_OK && k < json_array_size(layers); k++) {
 		const char *d =
 		    json_string_value(json_object_get(json_array_get(layers, k), "digest"));
 		if (blob_name(d, name, sizeof(name)) != 0)
-			rc = H->set_error(err, SBX_E_IO,
-					  "local: image archive %s: layer %zu has no sha256 digest",
-					  path, k);
+			rc = sbxs_host->set_error(
+			    err, SBX_E_IO,
+			    "local: image archive %s: layer %zu has no sha256 digest", path, k);
 		else if (add_layer(p, name, sha_of(d)) != 0)
-			rc = H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+			rc = sbxs_host->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
 	}
 	if (rc == SBX_OK)
 		set_diff_ids(p);
@@ -451,7 +452,7 @@ static int from_oci_manifest(const members *m, const char *digest, json_t *annot
 		const char *ref = json_string_value(json_object_get(annotations, keys[k]));
 		/* A bare tag ("latest") names no repository: it is no reference. */
 		if (ref && strpbrk(ref, "/:") && add_name(p, ref) != 0)
-			rc = H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+			rc = sbxs_host->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
 	}
 	json_decref(man);
 	return rc;
@@ -470,8 +471,8 @@ static int from_index(const members *m, json_t *idx, json_t *annotations, int de
 {
 	json_t *list = json_object_get(idx, "manifests");
 	if (!json_is_array(list) || depth > 2)
-		return H->set_error(err, SBX_E_IO,
-				    "local: image archive %s: index lists no manifests", path);
+		return sbxs_host->set_error(
+		    err, SBX_E_IO, "local: image archive %s: index lists no manifests", path);
 	for (size_t i = 0; i < json_array_size(list); i++) {
 		json_t *e = json_array_get(list, i);
 		const char *media = json_string_value(json_object_get(e, "mediaType"));
@@ -483,9 +484,9 @@ static int from_index(const members *m, json_t *idx, json_t *annotations, int de
 			json_t *sub =
 			    blob_name(digest, name, sizeof(name)) == 0 ? load_json(m, name) : NULL;
 			if (!sub)
-				return H->set_error(err, SBX_E_IO,
-						    "local: image archive %s: index %s missing",
-						    path, digest ? digest : "");
+				return sbxs_host->set_error(
+				    err, SBX_E_IO, "local: image archive %s: index %s missing",
+				    path, digest ? digest : "");
 			rc = from_index(m, sub, ann ? ann : annotations, depth + 1, path, out, err);
 			json_decref(sub);
 		} else {
@@ -501,20 +502,20 @@ static int from_index(const members *m, json_t *idx, json_t *annotations, int de
 	return SBX_OK;
 }
 
-int sbx__img_read(const char *path, img_archive *out, sbx_error *err)
+int local_img_read(const char *path, img_archive *out, sbx_error *err)
 {
 	members m = {0};
 	memset(out, 0, sizeof(*out));
 	struct archive *a = archive_read_new();
 	if (!a)
-		return H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+		return sbxs_host->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
 	archive_read_support_filter_all(a);
 	archive_read_support_format_tar(a);
 	int rc = SBX_OK;
 	if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
-		rc =
-		    H->set_error(err, SBX_E_IO, "local: image archive %s is not a readable tar: %s",
-				 path, archive_error_string(a));
+		rc = sbxs_host->set_error(err, SBX_E_IO,
+					  "local: image archive %s is not a readable tar: %s", path,
+					  archive_error_string(a));
 		goto out;
 	}
 	struct archive_entry *e;
@@ -522,16 +523,16 @@ int sbx__img_read(const char *path, img_archive *out, sbx_error *err)
 	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
 		int k = add_member(&m, a, e);
 		if (k == -1) {
-			rc = H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+			rc = sbxs_host->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
 			goto out;
 		}
 		if (k == -2)
 			break;
 	}
 	if (r != ARCHIVE_EOF) {
-		rc =
-		    H->set_error(err, SBX_E_IO, "local: image archive %s is not a readable tar: %s",
-				 path, archive_error_string(a));
+		rc = sbxs_host->set_error(err, SBX_E_IO,
+					  "local: image archive %s is not a readable tar: %s", path,
+					  archive_error_string(a));
 		goto out;
 	}
 	json_t *j = load_json(&m, "manifest.json");
@@ -540,29 +541,31 @@ int sbx__img_read(const char *path, img_archive *out, sbx_error *err)
 	} else if ((j = load_json(&m, "index.json"))) {
 		rc = from_index(&m, j, NULL, 0, path, out, err);
 	} else {
-		rc = H->set_error(err, SBX_E_IO,
-				  "local: %s is no image archive: neither manifest.json (docker "
-				  "save) nor index.json (OCI) is in it",
-				  path);
+		rc = sbxs_host->set_error(
+		    err, SBX_E_IO,
+		    "local: %s is no image archive: neither manifest.json (docker "
+		    "save) nor index.json (OCI) is in it",
+		    path);
 	}
 	json_decref(j);
 	if (rc == SBX_OK && out->n == 0)
-		rc = H->set_error(err, SBX_E_IO, "local: image archive %s holds no image for %s",
-				  path, host_arch());
+		rc = sbxs_host->set_error(err, SBX_E_IO,
+					  "local: image archive %s holds no image for %s", path,
+					  host_arch());
 	for (size_t i = 0; rc == SBX_OK && i < out->n; i++)
 		for (size_t k = 0; rc == SBX_OK && k < out->images[i].n_layers; k++) {
 			const member *x = find(&m, out->images[i].layers[k]);
 			if (!x)
-				rc =
-				    H->set_error(err, SBX_E_IO,
-						 "local: image archive %s: layer %.200s is missing",
-						 path, out->images[i].layers[k]);
+				rc = sbxs_host->set_error(
+				    err, SBX_E_IO,
+				    "local: image archive %s: layer %.200s is missing", path,
+				    out->images[i].layers[k]);
 			else if (strcmp(x->name, out->images[i].layers[k]) != 0) {
 				/* Unpacking looks for the member itself, past its links. */
 				char *real = strdup(x->name);
 				if (!real) {
-					rc = H->set_error(err, SBX_E_NOMEM,
-							  "local: image: out of memory");
+					rc = sbxs_host->set_error(err, SBX_E_NOMEM,
+								  "local: image: out of memory");
 					break;
 				}
 				free(out->images[i].layers[k]);
@@ -571,7 +574,7 @@ int sbx__img_read(const char *path, img_archive *out, sbx_error *err)
 		}
 out:
 	if (rc != SBX_OK)
-		sbx__img_archive_free(out);
+		local_img_archive_free(out);
 	members_free(&m);
 	archive_read_free(a);
 	return rc;

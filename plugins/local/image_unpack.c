@@ -22,9 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "image.h"
-
-#define H sbx__local_host
+#include "files.h"
+#include "image_read.h"
+#include "image_unpack.h"
+#include "state.h"
 
 #define WH     ".wh."
 #define WH_OPQ ".wh..wh..opq"
@@ -168,10 +169,11 @@ typedef struct layer_ctx {
 
 static int refuse(layer_ctx *c, const char *name, const char *why)
 {
-	return H->set_error(c->err, SBX_E_PATH,
-			    "local: image archive %s: layer %.100s: member '%.300s' %s (import "
-			    "refused)",
-			    c->archive_path, c->layer, name, why);
+	return sbxs_host->set_error(
+	    c->err, SBX_E_PATH,
+	    "local: image archive %s: layer %.100s: member '%.300s' %s (import "
+	    "refused)",
+	    c->archive_path, c->layer, name, why);
 }
 
 /* ".wh..wh..opq" (the member `name`) in dir: what lower layers put in dir goes. */
@@ -179,13 +181,14 @@ static int opaque(layer_ctx *c, const char *name, const char *dir)
 {
 	int fd = open_dir(c->rootfd, dir, 1);
 	if (fd < 0)
-		return fd == -ELOOP ? refuse(c, name, "goes through a symlink")
-				    : H->set_error(c->err, SBX_E_IO, "local: image: %s/%s: %s",
-						   c->root, dir, strerror(-fd));
+		return fd == -ELOOP
+			   ? refuse(c, name, "goes through a symlink")
+			   : sbxs_host->set_error(c->err, SBX_E_IO, "local: image: %s/%s: %s",
+						  c->root, dir, strerror(-fd));
 	DIR *d = fdopendir(fd);
 	if (!d) {
 		close(fd);
-		return H->set_error(c->err, SBX_E_IO, "local: image: %s", strerror(errno));
+		return sbxs_host->set_error(c->err, SBX_E_IO, "local: image: %s", strerror(errno));
 	}
 	int rc = SBX_OK;
 	struct dirent *e;
@@ -196,10 +199,11 @@ static int opaque(layer_ctx *c, const char *name, const char *dir)
 		int n = snprintf(path, sizeof(path), "%s%s%s", dir, dir[0] ? "/" : "", e->d_name);
 		if (n < 0 || (size_t)n >= sizeof(path) || set_has(&c->written, path))
 			continue;
-		int r = sbx__local_rmtree_at(dirfd(d), e->d_name);
+		int r = local_rmtree_at(dirfd(d), e->d_name);
 		if (r != 0 && r != ENOENT)
-			rc = H->set_error(c->err, SBX_E_IO, "local: image: cannot remove %s/%s: %s",
-					  c->root, path, strerror(r));
+			rc = sbxs_host->set_error(c->err, SBX_E_IO,
+						  "local: image: cannot remove %s/%s: %s", c->root,
+						  path, strerror(r));
 	}
 	closedir(d);
 	return rc;
@@ -212,15 +216,17 @@ static int whiteout(layer_ctx *c, const char *member, const char *dir, const cha
 	if (fd == -ENOENT)
 		return SBX_OK;
 	if (fd < 0)
-		return fd == -ELOOP ? refuse(c, member, "goes through a symlink")
-				    : H->set_error(c->err, SBX_E_IO, "local: image: %s/%s: %s",
-						   c->root, dir, strerror(-fd));
-	int r = strcmp(name, ".") && strcmp(name, "..") && name[0] ? sbx__local_rmtree_at(fd, name)
-								   : EINVAL;
+		return fd == -ELOOP
+			   ? refuse(c, member, "goes through a symlink")
+			   : sbxs_host->set_error(c->err, SBX_E_IO, "local: image: %s/%s: %s",
+						  c->root, dir, strerror(-fd));
+	int r =
+	    strcmp(name, ".") && strcmp(name, "..") && name[0] ? local_rmtree_at(fd, name) : EINVAL;
 	close(fd);
 	if (r != 0 && r != ENOENT)
-		return H->set_error(c->err, SBX_E_IO, "local: image: cannot remove %s/%s/%s: %s",
-				    c->root, dir, name, strerror(r));
+		return sbxs_host->set_error(c->err, SBX_E_IO,
+					    "local: image: cannot remove %s/%s/%s: %s", c->root,
+					    dir, name, strerror(r));
 	return SBX_OK;
 }
 
@@ -230,17 +236,18 @@ static int make_room(layer_ctx *c, const char *name, const char *dir, const char
 {
 	int fd = open_dir(c->rootfd, dir, 1);
 	if (fd < 0)
-		return fd == -ELOOP ? refuse(c, name, "goes through a symlink")
-				    : H->set_error(c->err, SBX_E_IO, "local: image: %s/%s: %s",
-						   c->root, dir, strerror(-fd));
+		return fd == -ELOOP
+			   ? refuse(c, name, "goes through a symlink")
+			   : sbxs_host->set_error(c->err, SBX_E_IO, "local: image: %s/%s: %s",
+						  c->root, dir, strerror(-fd));
 	struct stat sb;
 	int rc = SBX_OK;
 	if (fstatat(fd, base, &sb, AT_SYMLINK_NOFOLLOW) == 0 && (S_ISDIR(sb.st_mode) != is_dir)) {
-		int r = sbx__local_rmtree_at(fd, base);
+		int r = local_rmtree_at(fd, base);
 		if (r != 0 && r != ENOENT)
-			rc =
-			    H->set_error(c->err, SBX_E_IO, "local: image: cannot replace %s/%s: %s",
-					 c->root, name, strerror(r));
+			rc = sbxs_host->set_error(c->err, SBX_E_IO,
+						  "local: image: cannot replace %s/%s: %s", c->root,
+						  name, strerror(r));
 	}
 	close(fd);
 	return rc;
@@ -254,11 +261,13 @@ static int copy_data(layer_ctx *c, struct archive *in, const char *name)
 	int r;
 	while ((r = archive_read_data_block(in, &buf, &size, &off)) == ARCHIVE_OK)
 		if (archive_write_data_block(c->disk, buf, size, off) != ARCHIVE_OK)
-			return H->set_error(c->err, SBX_E_IO, "local: image: writing %s/%s: %s",
-					    c->root, name, archive_error_string(c->disk));
+			return sbxs_host->set_error(c->err, SBX_E_IO,
+						    "local: image: writing %s/%s: %s", c->root,
+						    name, archive_error_string(c->disk));
 	if (r != ARCHIVE_EOF)
-		return H->set_error(c->err, SBX_E_IO, "local: image archive %s: layer %.100s: %s",
-				    c->archive_path, c->layer, archive_error_string(in));
+		return sbxs_host->set_error(c->err, SBX_E_IO,
+					    "local: image archive %s: layer %.100s: %s",
+					    c->archive_path, c->layer, archive_error_string(in));
 	return SBX_OK;
 }
 
@@ -299,21 +308,22 @@ static int apply_entry(layer_ctx *c, struct archive *in, struct archive_entry *e
 	if (rc != SBX_OK)
 		return rc;
 	if (set_add(&c->written, name) != 0)
-		return H->set_error(c->err, SBX_E_NOMEM, "local: image: out of memory");
+		return sbxs_host->set_error(c->err, SBX_E_NOMEM, "local: image: out of memory");
 	if (type == AE_IFDIR && !c->as_root)
 		archive_entry_set_perm(e, archive_entry_perm(e) | 0700);
 	snprintf(full, sizeof(full), "%s/%s", c->root, name);
 	archive_entry_set_pathname(e, full);
 	int w = archive_write_header(c->disk, e);
 	if (w != ARCHIVE_OK && w != ARCHIVE_WARN)
-		return H->set_error(c->err, w == ARCHIVE_FAILED ? SBX_E_PATH : SBX_E_IO,
-				    "local: image archive %s: layer %.100s: member '%.300s': %s",
-				    c->archive_path, c->layer, raw, archive_error_string(c->disk));
+		return sbxs_host->set_error(
+		    c->err, w == ARCHIVE_FAILED ? SBX_E_PATH : SBX_E_IO,
+		    "local: image archive %s: layer %.100s: member '%.300s': %s", c->archive_path,
+		    c->layer, raw, archive_error_string(c->disk));
 	if (archive_entry_size(e) > 0 && type == AE_IFREG && (rc = copy_data(c, in, name)) != 0)
 		return rc;
 	if (archive_write_finish_entry(c->disk) < ARCHIVE_WARN)
-		return H->set_error(c->err, SBX_E_IO, "local: image: %s/%s: %s", c->root, name,
-				    archive_error_string(c->disk));
+		return sbxs_host->set_error(c->err, SBX_E_IO, "local: image: %s/%s: %s", c->root,
+					    name, archive_error_string(c->disk));
 	return SBX_OK;
 }
 
@@ -358,15 +368,16 @@ static int apply_layer(layer_ctx *c, struct archive *outer, const char *want_sha
 	if (!f || !in || !(f->sha = EVP_MD_CTX_new())) {
 		free(f);
 		archive_read_free(in);
-		return H->set_error(c->err, SBX_E_NOMEM, "local: image: out of memory");
+		return sbxs_host->set_error(c->err, SBX_E_NOMEM, "local: image: out of memory");
 	}
 	f->outer = outer;
 	EVP_DigestInit_ex(f->sha, EVP_sha256(), NULL);
 	archive_read_support_filter_all(in);
 	archive_read_support_format_tar(in);
 	if (archive_read_open(in, f, NULL, feed_read, NULL) != ARCHIVE_OK) {
-		rc = H->set_error(c->err, SBX_E_IO, "local: image archive %s: layer %.100s: %s",
-				  c->archive_path, c->layer, archive_error_string(in));
+		rc = sbxs_host->set_error(c->err, SBX_E_IO,
+					  "local: image archive %s: layer %.100s: %s",
+					  c->archive_path, c->layer, archive_error_string(in));
 		goto out;
 	}
 	struct archive_entry *e;
@@ -375,17 +386,19 @@ static int apply_layer(layer_ctx *c, struct archive *outer, const char *want_sha
 	       ((r = archive_read_next_header(in, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN))
 		rc = apply_entry(c, in, e);
 	if (rc == SBX_OK && r != ARCHIVE_EOF)
-		rc = H->set_error(c->err, SBX_E_IO, "local: image archive %s: layer %.100s: %s",
-				  c->archive_path, c->layer, archive_error_string(in));
+		rc = sbxs_host->set_error(c->err, SBX_E_IO,
+					  "local: image archive %s: layer %.100s: %s",
+					  c->archive_path, c->layer, archive_error_string(in));
 	int compressed = archive_filter_count(in) > 1;
 	char got[IMG_HEX + 1];
 	feed_finish(f, got);
 	const char *want = want_sha[0] ? want_sha : compressed ? "" : diff_id;
 	if (rc == SBX_OK && want[0] && strcmp(got, want) != 0)
-		rc = H->set_error(c->err, SBX_E_IO,
-				  "local: image archive %s: layer %.100s hashes to sha256:%s, not "
-				  "sha256:%s",
-				  c->archive_path, c->layer, got, want);
+		rc = sbxs_host->set_error(
+		    c->err, SBX_E_IO,
+		    "local: image archive %s: layer %.100s hashes to sha256:%s, not "
+		    "sha256:%s",
+		    c->archive_path, c->layer, got, want);
 out:
 	EVP_MD_CTX_free(f->sha);
 	free(f);
@@ -398,13 +411,13 @@ static int unpack_layer(layer_ctx *c, const img_plan *img, size_t i)
 {
 	struct archive *outer = archive_read_new();
 	if (!outer)
-		return H->set_error(c->err, SBX_E_NOMEM, "local: image: out of memory");
+		return sbxs_host->set_error(c->err, SBX_E_NOMEM, "local: image: out of memory");
 	archive_read_support_filter_all(outer);
 	archive_read_support_format_tar(outer);
 	int rc = SBX_OK, found = 0;
 	if (archive_read_open_filename(outer, c->archive_path, 1 << 16) != ARCHIVE_OK) {
-		rc = H->set_error(c->err, SBX_E_IO, "local: image archive %s: %s", c->archive_path,
-				  archive_error_string(outer));
+		rc = sbxs_host->set_error(c->err, SBX_E_IO, "local: image archive %s: %s",
+					  c->archive_path, archive_error_string(outer));
 		goto out;
 	}
 	struct archive_entry *e;
@@ -420,21 +433,21 @@ static int unpack_layer(layer_ctx *c, const img_plan *img, size_t i)
 		break;
 	}
 	if (rc == SBX_OK && !found)
-		rc = H->set_error(c->err, SBX_E_IO,
-				  "local: image archive %s: layer %.200s is missing",
-				  c->archive_path, c->layer);
+		rc = sbxs_host->set_error(c->err, SBX_E_IO,
+					  "local: image archive %s: layer %.200s is missing",
+					  c->archive_path, c->layer);
 out:
 	archive_read_free(outer);
 	return rc;
 }
 
-int sbx__img_unpack(const char *path, const img_plan *img, const char *root, sbx_error *err)
+int local_img_unpack(const char *path, const img_plan *img, const char *root, sbx_error *err)
 {
 	layer_ctx c = {.archive_path = path, .root = root, .err = err, .as_root = geteuid() == 0};
 	c.rootfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (c.rootfd < 0)
-		return H->set_error(err, SBX_E_IO, "local: image: cannot open %s: %s", root,
-				    strerror(errno));
+		return sbxs_host->set_error(err, SBX_E_IO, "local: image: cannot open %s: %s", root,
+					    strerror(errno));
 	/* Numeric owners only: the host's user names say nothing about the image's. */
 	int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_UNLINK |
 		    ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT;
@@ -445,7 +458,7 @@ int sbx__img_unpack(const char *path, const img_plan *img, const char *root, sbx
 		/* A writer per layer: closing it sets the folder modes and times it deferred
 		 * before the next layer writes beneath them. */
 		if (!(c.disk = archive_write_disk_new())) {
-			rc = H->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
+			rc = sbxs_host->set_error(err, SBX_E_NOMEM, "local: image: out of memory");
 			break;
 		}
 		archive_write_disk_set_options(c.disk, flags);
@@ -453,8 +466,8 @@ int sbx__img_unpack(const char *path, const img_plan *img, const char *root, sbx
 		rc = unpack_layer(&c, img, i);
 		set_free(&c.written);
 		if (archive_write_close(c.disk) != ARCHIVE_OK && rc == SBX_OK)
-			rc = H->set_error(err, SBX_E_IO, "local: image: finishing %s: %s", root,
-					  archive_error_string(c.disk));
+			rc = sbxs_host->set_error(err, SBX_E_IO, "local: image: finishing %s: %s",
+						  root, archive_error_string(c.disk));
 		archive_write_free(c.disk);
 		c.disk = NULL;
 	}

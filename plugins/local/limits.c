@@ -14,7 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "local.h"
+#include "cgroup.h"
+#include "limits.h"
+#include "state.h"
 
 #define V1_BASE "/sys/fs/cgroup"
 
@@ -101,7 +103,7 @@ static int v2_has_controllers(const local_state *st)
 	       has_word(ctl, "pids") && has_word(ctl, "cpu");
 }
 
-const char *sbx__local_limits_kind(const local_state *st)
+const char *local_limits_kind(const local_state *st)
 {
 	if (v2_has_controllers(st))
 		return "cgroup-v2";
@@ -114,7 +116,7 @@ const char *sbx__local_limits_kind(const local_state *st)
 	return "cgroup-v1";
 }
 
-int sbx__local_limits_detect(local_state *st)
+int local_limits_detect(local_state *st)
 {
 	local_iso *iso = &st->iso;
 	iso->mem_cg[0] = iso->pids_cg[0] = iso->cpu_cg[0] = '\0';
@@ -147,20 +149,19 @@ static int set_limit(const char *dir, const char *file, const char *value, sbx_e
 {
 	int e = write_text(dir, file, value);
 	if (e != 0)
-		return sbx__local_host->set_error(err, SBX_E_IO,
-						  "local: cannot set %s/%s to %s: %s", dir, file,
-						  value, strerror(e));
+		return sbxs_host->set_error(err, SBX_E_IO, "local: cannot set %s/%s to %s: %s", dir,
+					    file, value, strerror(e));
 	return SBX_OK;
 }
 
-int sbx__local_limits_create(const local_state *st, const char *id, sbx_error *err)
+int local_limits_create(const local_state *st, const char *id, sbx_error *err)
 {
 	const local_iso *iso = &st->iso;
 	char dir[700], v[64];
 	int rc = SBX_OK;
 	if (iso->limits_v2) {
-		if (sbx__local_cg_sandbox_path(st, id, dir, sizeof(dir)) != SBX_OK)
-			return sbx__local_host->set_error(err, SBX_E_INVAL, "local: path too long");
+		if (local_cg_sandbox_path(st, id, dir, sizeof(dir)) != SBX_OK)
+			return sbxs_host->set_error(err, SBX_E_INVAL, "local: path too long");
 		if (iso->memory) {
 			snprintf(v, sizeof(v), "%lld", (long long)iso->memory);
 			rc = set_limit(dir, "memory.max", v, err);
@@ -182,11 +183,11 @@ int sbx__local_limits_create(const local_state *st, const char *id, sbx_error *e
 		if (!roots[i][0])
 			continue;
 		if (cg_of(roots[i], id, dir, sizeof(dir)) != 0)
-			return sbx__local_host->set_error(err, SBX_E_INVAL, "local: path too long");
+			return sbxs_host->set_error(err, SBX_E_INVAL, "local: path too long");
 		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-			return sbx__local_host->set_error(err, SBX_E_IO,
-							  "local: cannot create cgroup %s: %s", dir,
-							  strerror(errno));
+			return sbxs_host->set_error(err, SBX_E_IO,
+						    "local: cannot create cgroup %s: %s", dir,
+						    strerror(errno));
 		if (i == 0) {
 			snprintf(v, sizeof(v), "%lld", (long long)iso->memory);
 			rc = set_limit(dir, "memory.limit_in_bytes", v, err);
@@ -206,8 +207,7 @@ int sbx__local_limits_create(const local_state *st, const char *id, sbx_error *e
 	return rc;
 }
 
-int sbx__local_limits_open(const local_state *st, const char *id, int *procs, size_t n,
-			   sbx_error *err)
+int local_limits_open(const local_state *st, const char *id, int *procs, size_t n, sbx_error *err)
 {
 	const local_iso *iso = &st->iso;
 	const char *roots[] = {iso->mem_cg, iso->pids_cg, iso->cpu_cg};
@@ -219,18 +219,18 @@ int sbx__local_limits_open(const local_state *st, const char *id, int *procs, si
 		char path[800];
 		int m = snprintf(path, sizeof(path), "%s/%s/cgroup.procs", roots[i], id);
 		if (m < 0 || (size_t)m >= sizeof(path))
-			return sbx__local_host->set_error(err, SBX_E_INVAL, "local: path too long");
+			return sbxs_host->set_error(err, SBX_E_INVAL, "local: path too long");
 		procs[k] = open(path, O_WRONLY | O_CLOEXEC);
 		if (procs[k] < 0)
-			return sbx__local_host->set_error(
-			    err, SBX_E_IO, "local: cannot open the limit cgroup %s: %s", path,
-			    strerror(errno));
+			return sbxs_host->set_error(err, SBX_E_IO,
+						    "local: cannot open the limit cgroup %s: %s",
+						    path, strerror(errno));
 		k++;
 	}
 	return SBX_OK;
 }
 
-int sbx__local_limits_oom_file(const local_state *st, const char *id, char *buf, size_t cap)
+int local_limits_oom_file(const local_state *st, const char *id, char *buf, size_t cap)
 {
 	const local_iso *iso = &st->iso;
 	int n;
@@ -250,7 +250,7 @@ int sbx__local_limits_oom_file(const local_state *st, const char *id, char *buf,
 	return 0;
 }
 
-int64_t sbx__local_limits_oom_count(const char *file)
+int64_t local_limits_oom_count(const char *file)
 {
 	char buf[1024];
 	if (!file[0] || read_text(file, buf, sizeof(buf)) != 0)
@@ -263,7 +263,7 @@ int64_t sbx__local_limits_oom_count(const char *file)
 	return -1;
 }
 
-void sbx__local_limits_remove(const local_state *st, const char *id)
+void local_limits_remove(const local_state *st, const char *id)
 {
 	const local_iso *iso = &st->iso;
 	const char *roots[] = {iso->mem_cg, iso->pids_cg, iso->cpu_cg};

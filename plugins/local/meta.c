@@ -8,11 +8,36 @@
 
 #include <jansson.h>
 
-#include "local.h"
+#include "meta.h"
+#include "state.h"
 
-int sbx__local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err)
+int local_id_ok(const char *id)
 {
-	const sbx_host_api *h = sbx__local_host;
+	if (!id || strlen(id) != LOCAL_ID_LEN)
+		return 0;
+	for (size_t i = 0; i < LOCAL_ID_LEN; i++)
+		if (!strchr("0123456789abcdef", id[i]))
+			return 0;
+	return 1;
+}
+
+int local_path(const local_state *st, const char *id, const char *suffix, char *buf, size_t cap,
+	       sbx_error *err)
+{
+	if (!local_id_ok(id))
+		return sbxs_host->set_error(
+		    err, SBX_E_BAD_ID, "local: '%.64s' is not a local sandbox id (%d hex digits)",
+		    id ? id : "", LOCAL_ID_LEN);
+	int n = suffix ? snprintf(buf, cap, "%s/%s/%s", st->root, id, suffix)
+		       : snprintf(buf, cap, "%s/%s", st->root, id);
+	if (n < 0 || (size_t)n >= cap)
+		return sbxs_host->set_error(err, SBX_E_INVAL, "local: sandbox path too long");
+	return SBX_OK;
+}
+
+int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err)
+{
+	const sbx_host_api *h = sbxs_host;
 	char path[1200], tmp[1210];
 	int rc;
 	int n = snprintf(path, sizeof(path), "%s/meta.json", dir);
@@ -58,12 +83,12 @@ out:
 static json_t *meta_load(const local_state *st, const char *id)
 {
 	char path[1200];
-	if (sbx__local_path(st, id, "meta.json", path, sizeof(path), NULL) != SBX_OK)
+	if (local_path(st, id, "meta.json", path, sizeof(path), NULL) != SBX_OK)
 		return NULL;
 	return json_load_file(path, 0, NULL);
 }
 
-void sbx__local_strv_free(char **v)
+void local_strv_free(char **v)
 {
 	if (!v)
 		return;
@@ -72,7 +97,7 @@ void sbx__local_strv_free(char **v)
 	free(v);
 }
 
-int sbx__local_meta_env(const local_state *st, const char *id, char ***out, sbx_error *err)
+int local_meta_env(const local_state *st, const char *id, char ***out, sbx_error *err)
 {
 	*out = NULL;
 	json_t *root = meta_load(st, id);
@@ -97,7 +122,7 @@ int sbx__local_meta_env(const local_state *st, const char *id, char ***out, sbx_
 		size_t len = strlen(k) + strlen(s) + 2;
 		v[i] = malloc(len);
 		if (!v[i]) {
-			sbx__local_strv_free(v);
+			local_strv_free(v);
 			goto nomem;
 		}
 		snprintf(v[i], len, "%s=%s", k, s);
@@ -106,14 +131,13 @@ int sbx__local_meta_env(const local_state *st, const char *id, char ***out, sbx_
 	*out = v;
 	goto out;
 nomem:
-	rc = sbx__local_host->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
+	rc = sbxs_host->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
 out:
 	json_decref(root);
 	return rc;
 }
 
-int sbx__local_meta_has_label(const local_state *st, const char *id, const char *key,
-			      const char *value)
+int local_meta_has_label(const local_state *st, const char *id, const char *key, const char *value)
 {
 	json_t *root = meta_load(st, id);
 	if (!root)

@@ -48,9 +48,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "local.h"
-
-#define H sbx__local_host
+#include "cgroup.h"
+#include "image.h"
+#include "limits.h"
+#include "meta.h"
+#include "ns.h"
+#include "rootfs.h"
+#include "state.h"
 
 #define MSG_PID   1
 #define MSG_READY 2
@@ -119,7 +123,7 @@ static int64_t parse_size(const char *s, int *ok)
 static int opt_string(const sbx_config *cfg, const char *key, const char **out, sbx_error *err)
 {
 	*out = NULL;
-	int rc = H->config_string(cfg, key, out, err);
+	int rc = sbxs_host->config_string(cfg, key, out, err);
 	return rc == SBX_E_NOT_FOUND ? SBX_OK : rc;
 }
 
@@ -189,7 +193,7 @@ static void probe(local_state *st)
 	}
 }
 
-int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
+int local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 {
 	local_iso *iso = &st->iso;
 	const char *level = NULL, *rootfs = NULL, *image = NULL, *net = NULL, *mem = NULL,
@@ -216,7 +220,7 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 	if (rc != SBX_OK)
 		return rc;
 	int64_t pids = 0;
-	rc = H->config_int(cfg, "pids", &pids, err);
+	rc = sbxs_host->config_int(cfg, "pids", &pids, err);
 	if (rc != SBX_OK && rc != SBX_E_NOT_FOUND)
 		return rc;
 	probe(st);
@@ -225,9 +229,9 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 	else if (strcmp(level, "namespaces") == 0)
 		iso->level = LOCAL_ISO_NAMESPACES;
 	else
-		return H->set_error(err, SBX_E_CONFIG,
-				    "local: isolation '%.64s' is not one of plain, namespaces",
-				    level);
+		return sbxs_host->set_error(
+		    err, SBX_E_CONFIG, "local: isolation '%.64s' is not one of plain, namespaces",
+		    level);
 	if (iso->level == LOCAL_ISO_PLAIN) {
 		const char *set = rootfs  ? "rootfs"
 				  : image ? "image"
@@ -238,95 +242,99 @@ int sbx__local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 				  : pids  ? "pids"
 					  : NULL;
 		if (set)
-			return H->set_error(err, SBX_E_CONFIG,
-					    "local: '%s' needs 'isolation: namespaces'", set);
+			return sbxs_host->set_error(
+			    err, SBX_E_CONFIG, "local: '%s' needs 'isolation: namespaces'", set);
 		return SBX_OK;
 	}
 	if (iso->why_not[0])
-		return H->set_error(err, SBX_E_CONFIG, "local: isolation 'namespaces': %s",
-				    iso->why_not);
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "local: isolation 'namespaces': %s",
+					    iso->why_not);
 	if (rootfs && strcmp(rootfs, "host") != 0) {
 		struct stat sb;
 		if (rootfs[0] != '/' || stat(rootfs, &sb) != 0 || !S_ISDIR(sb.st_mode))
-			return H->set_error(
+			return sbxs_host->set_error(
 			    err, SBX_E_CONFIG,
 			    "local: rootfs '%.200s' is neither 'host' nor an absolute "
 			    "path of a folder",
 			    rootfs);
 		if (snprintf(iso->rootfs_dir, sizeof(iso->rootfs_dir), "%s", rootfs) >=
 		    (int)sizeof(iso->rootfs_dir))
-			return H->set_error(err, SBX_E_CONFIG, "local: rootfs path too long");
+			return sbxs_host->set_error(err, SBX_E_CONFIG,
+						    "local: rootfs path too long");
 		iso->rootfs = LOCAL_ROOTFS_DIR;
 	}
 	if (image) {
 		if (rootfs)
-			return H->set_error(err, SBX_E_CONFIG,
-					    "local: give one of 'rootfs' and 'image', not both");
+			return sbxs_host->set_error(
+			    err, SBX_E_CONFIG, "local: give one of 'rootfs' and 'image', not both");
 		if (!image[0] || snprintf(iso->image, sizeof(iso->image), "%s", image) >=
 				     (int)sizeof(iso->image))
-			return H->set_error(err, SBX_E_CONFIG,
-					    "local: image name is empty or too long");
+			return sbxs_host->set_error(err, SBX_E_CONFIG,
+						    "local: image name is empty or too long");
 		iso->rootfs = LOCAL_ROOTFS_IMAGE;
 	}
 	struct stat ad;
 	if (archives && (archives[0] != '/' || stat(archives, &ad) != 0 || !S_ISDIR(ad.st_mode)))
-		return H->set_error(err, SBX_E_CONFIG,
-				    "local: image_archives '%.200s' is not the absolute path of a "
-				    "folder",
-				    archives);
+		return sbxs_host->set_error(
+		    err, SBX_E_CONFIG,
+		    "local: image_archives '%.200s' is not the absolute path of a "
+		    "folder",
+		    archives);
 	if (cache && cache[0] != '/')
-		return H->set_error(err, SBX_E_CONFIG,
-				    "local: image_cache '%.200s' is not an absolute path", cache);
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
+					    "local: image_cache '%.200s' is not an absolute path",
+					    cache);
 	int cn = cache
 		     ? snprintf(iso->image_cache, sizeof(iso->image_cache), "%s", cache)
 		     : snprintf(iso->image_cache, sizeof(iso->image_cache), "%s/.images", st->root);
 	if (cn < 0 || (size_t)cn >= sizeof(iso->image_cache) ||
 	    (archives && (size_t)snprintf(iso->image_dir, sizeof(iso->image_dir), "%s", archives) >=
 			     sizeof(iso->image_dir)))
-		return H->set_error(err, SBX_E_CONFIG, "local: image folder path too long");
+		return sbxs_host->set_error(err, SBX_E_CONFIG, "local: image folder path too long");
 	if (net && strcmp(net, "host") != 0 && strcmp(net, "none") != 0)
-		return H->set_error(err, SBX_E_CONFIG,
-				    "local: network '%.64s' is not one of none, host", net);
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
+					    "local: network '%.64s' is not one of none, host", net);
 	iso->network_host = net && strcmp(net, "host") == 0;
 	int ok = 1;
 	if (mem && ((iso->memory = parse_size(mem, &ok)), !ok || iso->memory < (1 << 20)))
-		return H->set_error(
+		return sbxs_host->set_error(
 		    err, SBX_E_CONFIG,
 		    "local: memory '%.64s' is not a size of at least 1M (e.g. 512M, "
 		    "2G)",
 		    mem);
 	if (disk && ((iso->disk = parse_size(disk, &ok)), !ok || iso->disk <= 0))
-		return H->set_error(err, SBX_E_CONFIG,
-				    "local: disk '%.64s' is not a size (e.g. 10G)", disk);
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
+					    "local: disk '%.64s' is not a size (e.g. 10G)", disk);
 	if (pids < 0 || pids > 4194304 || (pids > 0 && pids < 2))
-		return H->set_error(err, SBX_E_CONFIG,
-				    "local: pids %lld is out of range (2 .. 4194304)",
-				    (long long)pids);
+		return sbxs_host->set_error(err, SBX_E_CONFIG,
+					    "local: pids %lld is out of range (2 .. 4194304)",
+					    (long long)pids);
 	iso->pids = pids;
 	if (cpus) {
 		char *end = NULL;
 		double c = strtod(cpus, &end);
 		if (end == cpus || *end || !(c >= 0.01 && c <= 4096))
-			return H->set_error(
+			return sbxs_host->set_error(
 			    err, SBX_E_CONFIG,
 			    "local: cpus '%.64s' is not a number of CPUs (e.g. 1.5)", cpus);
 		iso->cpu_quota_us = (int64_t)(c * 100000.0 + 0.5);
 	}
-	if (sbx__local_limits_detect(st) != 0)
-		return H->set_error(err, SBX_E_CONFIG,
-				    "local: memory, pids and cpus need the cgroup controllers "
-				    "(v2 with controllers, or v1 memory/pids/cpu writable by uid "
-				    "%ld)",
-				    (long)geteuid());
+	if (local_limits_detect(st) != 0)
+		return sbxs_host->set_error(
+		    err, SBX_E_CONFIG,
+		    "local: memory, pids and cpus need the cgroup controllers "
+		    "(v2 with controllers, or v1 memory/pids/cpu writable by uid "
+		    "%ld)",
+		    (long)geteuid());
 	iso->cap_last = read_cap_last();
 	iso->self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
 	if (iso->self_pidns < 0)
-		return H->set_error(err, SBX_E_CONFIG, "local: cannot open /proc/self/ns/pid: %s",
-				    strerror(errno));
+		return sbxs_host->set_error(
+		    err, SBX_E_CONFIG, "local: cannot open /proc/self/ns/pid: %s", strerror(errno));
 	return SBX_OK;
 }
 
-void sbx__local_iso_fini(local_state *st)
+void local_iso_fini(local_state *st)
 {
 	if (st->iso.self_pidns >= 0)
 		close(st->iso.self_pidns);
@@ -393,7 +401,8 @@ static int write_record(const char *dir, long pid, unsigned long long start, sbx
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
-		return H->set_error(err, SBX_E_IO, "local: cannot write %s: %s", path, strerror(e));
+		return sbxs_host->set_error(err, SBX_E_IO, "local: cannot write %s: %s", path,
+					    strerror(e));
 	}
 	return SBX_OK;
 }
@@ -416,7 +425,7 @@ static int open_init(const char *dir, long *pid_out)
 	return fd;
 }
 
-long sbx__local_iso_init_pid(const char *dir)
+long local_iso_init_pid(const char *dir)
 {
 	long pid;
 	unsigned long long start;
@@ -500,7 +509,7 @@ static int map_ids(const init_plan *ip)
 	return e;
 }
 
-void sbx__local_blank_cmdline(const char *name)
+void local_blank_cmdline(const char *name)
 {
 	char buf[2048];
 	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
@@ -554,7 +563,7 @@ static void run_init(const init_plan *ip)
 		loopback_up(ip->report);
 	size_t op = 0;
 	int held = -1, report = ip->report;
-	int e = sbx__local_mounts_apply(ip->mounts, &op, &held);
+	int e = local_mounts_apply(ip->mounts, &op, &held);
 	if (e != 0) {
 		send_msg(report, MSG_FAIL, STAGE_MOUNT, e, 0, op);
 		_exit(1);
@@ -588,7 +597,7 @@ static void run_init(const init_plan *ip)
 	 * kept out by having no capability where the init has all. */
 	if (!ip->uid_map[0])
 		prctl(PR_SET_DUMPABLE, 0);
-	sbx__local_blank_cmdline("sbx-init");
+	local_blank_cmdline("sbx-init");
 	send_msg(report, MSG_READY, 0, 0, 0, 0);
 	close(report);
 	for (;;)
@@ -651,9 +660,9 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	for (size_t i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
 		ip.procs[i] = -1;
 	if (read_lower(dir, lower, sizeof(lower)) != 0)
-		return H->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", dir,
-				    strerror(errno));
-	int64_t cap = sbx__local_disk_cap(dir);
+		return sbxs_host->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", dir,
+					    strerror(errno));
+	int64_t cap = local_disk_cap(dir);
 	int e = mkdir_in(dir, "root", 0755);
 	if (!e && cap)
 		e = mkdir_in(dir, "rw", 0755);
@@ -674,31 +683,31 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 			e = mkdir_in(dir, "ovwork", 0700);
 	}
 	if (e)
-		return H->set_error(err, SBX_E_IO, "local: cannot make the folders of %s: %s", dir,
-				    strerror(e));
-	rc = sbx__local_mounts_plan(dir, lower, cap, &m, err);
+		return sbxs_host->set_error(
+		    err, SBX_E_IO, "local: cannot make the folders of %s: %s", dir, strerror(e));
+	rc = local_mounts_plan(dir, lower, cap, &m, err);
 	if (rc != SBX_OK)
 		return rc;
 	/* The sandbox's kill cgroup (where there is one), then its limit cgroups. */
 	if (st->kill_mechanism != LOCAL_KILL_SUBREAPER) {
 		char cg[700];
-		if (sbx__local_cg_sandbox_path(st, id, cg, sizeof(cg)) != SBX_OK) {
-			rc = H->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
+		if (local_cg_sandbox_path(st, id, cg, sizeof(cg)) != SBX_OK) {
+			rc = sbxs_host->set_error(err, SBX_E_INVAL, "local: cgroup path too long");
 			goto out;
 		}
-		rc = sbx__local_cg_sandbox(st, id, err);
+		rc = local_cg_sandbox(st, id, err);
 		if (rc != SBX_OK)
 			goto out;
 		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
 		if ((ip.procs[0] = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
-			rc = H->set_error(err, SBX_E_IO, "local: cannot open %s: %s", path,
-					  strerror(errno));
+			rc = sbxs_host->set_error(err, SBX_E_IO, "local: cannot open %s: %s", path,
+						  strerror(errno));
 			goto out;
 		}
 	}
-	rc = sbx__local_limits_create(st, id, err);
+	rc = local_limits_create(st, id, err);
 	if (rc == SBX_OK)
-		rc = sbx__local_limits_open(st, id, ip.procs + 1, LOCAL_JOIN_PROCS, err);
+		rc = local_limits_open(st, id, ip.procs + 1, LOCAL_JOIN_PROCS, err);
 	if (rc != SBX_OK)
 		goto out;
 	ip.mounts = &m;
@@ -713,14 +722,14 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	snprintf(ip.hostname, sizeof(ip.hostname), "sbx-%.12s", id);
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0) {
-		rc = H->set_error(err, SBX_E_IO, "local: pipe: %s", strerror(errno));
+		rc = sbxs_host->set_error(err, SBX_E_IO, "local: pipe: %s", strerror(errno));
 		goto out;
 	}
 	report_r = fds[0];
 	ip.report = fds[1];
 	pid_t helper = fork();
 	if (helper < 0) {
-		rc = H->set_error(err, SBX_E_IO, "local: fork: %s", strerror(errno));
+		rc = sbxs_host->set_error(err, SBX_E_IO, "local: fork: %s", strerror(errno));
 		goto out;
 	}
 	if (helper == 0) {
@@ -770,21 +779,23 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 		else if (msg.kind == MSG_READY)
 			ready = 1;
 		else {
-			rc = H->set_error(
+			rc = sbxs_host->set_error(
 			    err, SBX_E_IO, "local: create: the sandbox's init failed at %s%s%s: %s",
 			    stage_name(msg.stage), msg.stage == STAGE_MOUNT ? " of " : "",
-			    msg.stage == STAGE_MOUNT ? sbx__local_mounts_path(&m, msg.op) : "",
+			    msg.stage == STAGE_MOUNT ? local_mounts_path(&m, msg.op) : "",
 			    strerror(msg.err));
 			break;
 		}
 	}
 	waitpid(helper, NULL, 0);
 	if (rc == SBX_OK && (!ready || pid <= 1))
-		rc = H->set_error(err, SBX_E_IO, "local: create: the sandbox's init died unready");
+		rc = sbxs_host->set_error(err, SBX_E_IO,
+					  "local: create: the sandbox's init died unready");
 	if (rc == SBX_OK) {
 		unsigned long long start = start_time(pid);
 		rc = start ? write_record(dir, pid, start, err)
-			   : H->set_error(err, SBX_E_IO, "local: create: the sandbox's init died");
+			   : sbxs_host->set_error(err, SBX_E_IO,
+						  "local: create: the sandbox's init died");
 	}
 	if (rc != SBX_OK && pid > 1)
 		kill((pid_t)pid, SIGKILL);
@@ -794,7 +805,7 @@ out:
 	for (size_t i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
 		if (ip.procs[i] >= 0)
 			close(ip.procs[i]);
-	sbx__local_mounts_free(&m);
+	local_mounts_free(&m);
 	return rc;
 }
 
@@ -809,40 +820,42 @@ static int ensure_init(const local_state *st, const char *id, const char *dir, i
 	snprintf(lock, sizeof(lock), "%s/init.lock", dir);
 	int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (lfd < 0)
-		return H->set_error(err, errno == ENOENT ? SBX_E_NOT_FOUND : SBX_E_IO,
-				    "local: sandbox %s: cannot open %s: %s", id, lock,
-				    strerror(errno));
+		return sbxs_host->set_error(err, errno == ENOENT ? SBX_E_NOT_FOUND : SBX_E_IO,
+					    "local: sandbox %s: cannot open %s: %s", id, lock,
+					    strerror(errno));
 	int rc = SBX_OK;
 	if (flock(lfd, LOCK_EX) != 0) {
-		rc = H->set_error(err, SBX_E_IO, "local: flock %s: %s", lock, strerror(errno));
+		rc = sbxs_host->set_error(err, SBX_E_IO, "local: flock %s: %s", lock,
+					  strerror(errno));
 		goto out;
 	}
 	*pidfd = open_init(dir, NULL);
 	if (*pidfd < 0) {
 		rc = start_init(st, id, dir, err);
 		if (rc == SBX_OK && (*pidfd = open_init(dir, NULL)) < 0)
-			rc = H->set_error(err, SBX_E_IO, "local: sandbox %s: its init died", id);
+			rc = sbxs_host->set_error(err, SBX_E_IO, "local: sandbox %s: its init died",
+						  id);
 	}
 out:
 	close(lfd);
 	return rc;
 }
 
-int sbx__local_iso_create(const local_state *st, const char *id, const sbx_create_spec *spec,
-			  sbx_error *err)
+int local_iso_create(const local_state *st, const char *id, const sbx_create_spec *spec,
+		     sbx_error *err)
 {
 	const local_iso *iso = &st->iso;
 	char dir[1200], lower[1100] = "";
-	int rc = sbx__local_path(st, id, NULL, dir, sizeof(dir), err);
+	int rc = local_path(st, id, NULL, dir, sizeof(dir), err);
 	if (rc != SBX_OK)
 		return rc;
 	const char *image = spec && spec->image && spec->image[0] ? spec->image
 			    : iso->rootfs == LOCAL_ROOTFS_IMAGE   ? iso->image
 								  : NULL;
 	if (image) {
-		rc = sbx__local_image_rootfs(st, image, lower, sizeof(lower), err);
+		rc = local_image_rootfs(st, image, lower, sizeof(lower), err);
 		if (rc == SBX_OK)
-			rc = sbx__local_image_env_copy(lower, dir, err);
+			rc = local_image_env_copy(lower, dir, err);
 	} else if (iso->rootfs == LOCAL_ROOTFS_DIR)
 		snprintf(lower, sizeof(lower), "%s", iso->rootfs_dir);
 	if (rc != SBX_OK)
@@ -853,8 +866,9 @@ int sbx__local_iso_create(const local_state *st, const char *id, const sbx_creat
 		int n = snprintf(v, sizeof(v), "%lld\n", (long long)iso->disk);
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd < 0 || write(fd, v, (size_t)n) != n || close(fd) != 0)
-			return H->set_error(err, SBX_E_IO, "local: create: cannot write %s: %s",
-					    path, strerror(errno));
+			return sbxs_host->set_error(err, SBX_E_IO,
+						    "local: create: cannot write %s: %s", path,
+						    strerror(errno));
 	}
 	if (lower[0]) {
 		char path[1300];
@@ -862,8 +876,9 @@ int sbx__local_iso_create(const local_state *st, const char *id, const sbx_creat
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		size_t len = strlen(lower);
 		if (fd < 0 || write(fd, lower, len) != (ssize_t)len || close(fd) != 0)
-			return H->set_error(err, SBX_E_IO, "local: create: cannot write %s: %s",
-					    path, strerror(errno));
+			return sbxs_host->set_error(err, SBX_E_IO,
+						    "local: create: cannot write %s: %s", path,
+						    strerror(errno));
 	}
 	int pidfd = -1;
 	rc = ensure_init(st, id, dir, &pidfd, err);
@@ -872,10 +887,10 @@ int sbx__local_iso_create(const local_state *st, const char *id, const sbx_creat
 	return rc;
 }
 
-void sbx__local_iso_destroy(const local_state *st, const char *id)
+void local_iso_destroy(const local_state *st, const char *id)
 {
 	char dir[1200];
-	if (sbx__local_path(st, id, NULL, dir, sizeof(dir), NULL) != SBX_OK)
+	if (local_path(st, id, NULL, dir, sizeof(dir), NULL) != SBX_OK)
 		return;
 	long pid = 0;
 	int fd = open_init(dir, &pid);
@@ -888,7 +903,7 @@ void sbx__local_iso_destroy(const local_state *st, const char *id)
 		}
 	}
 	for (int i = 0; i < 50; i++) {
-		sbx__local_limits_remove(st, id);
+		local_limits_remove(st, id);
 		char probe[800];
 		if (!st->iso.mem_cg[0] && !st->iso.pids_cg[0] && !st->iso.cpu_cg[0])
 			break;
@@ -906,7 +921,7 @@ void sbx__local_iso_destroy(const local_state *st, const char *id)
 
 /* ---- joining from an exec */
 
-int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j, sbx_error *err)
+int local_join_prepare(const local_state *st, const char *id, local_join *j, sbx_error *err)
 {
 	memset(j, 0, sizeof(*j));
 	j->pidfd = -1;
@@ -922,42 +937,41 @@ int sbx__local_join_prepare(const local_state *st, const char *id, local_join *j
 	if (!st->iso.network_host)
 		j->ns_flags |= CLONE_NEWNET;
 	j->helper_flags = j->ns_flags | CLONE_NEWPID | (st->iso.userns ? CLONE_NEWUSER : 0);
-	int rc = sbx__local_path(st, id, NULL, j->dir, sizeof(j->dir), err);
+	int rc = local_path(st, id, NULL, j->dir, sizeof(j->dir), err);
 	if (rc == SBX_OK && read_lower(j->dir, j->root, sizeof(j->root)) != 0)
-		rc = H->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", j->dir,
-				  strerror(errno));
+		rc = sbxs_host->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", j->dir,
+					  strerror(errno));
 	if (rc == SBX_OK)
 		rc = ensure_init(st, id, j->dir, &j->pidfd, err);
 	if (rc == SBX_OK)
-		rc = sbx__local_limits_open(st, id, j->procs, LOCAL_JOIN_PROCS, err);
-	if (rc == SBX_OK &&
-	    sbx__local_limits_oom_file(st, id, j->oom_file, sizeof(j->oom_file)) == 0)
-		j->oom_before = sbx__local_limits_oom_count(j->oom_file);
+		rc = local_limits_open(st, id, j->procs, LOCAL_JOIN_PROCS, err);
+	if (rc == SBX_OK && local_limits_oom_file(st, id, j->oom_file, sizeof(j->oom_file)) == 0)
+		j->oom_before = local_limits_oom_count(j->oom_file);
 	if (rc != SBX_OK)
-		sbx__local_join_close(j);
+		local_join_close(j);
 	return rc;
 }
 
-int sbx__local_join_fork_begin(const local_join *j)
+int local_join_fork_begin(const local_join *j)
 {
 	if (!j->active || j->via_helper)
 		return 0;
 	return setns(j->pidfd, CLONE_NEWPID) == 0 ? 0 : errno;
 }
 
-void sbx__local_join_fork_end(const local_join *j)
+void local_join_fork_end(const local_join *j)
 {
 	if (j->active && !j->via_helper && setns(j->self_pidns, CLONE_NEWPID) != 0)
-		H->log(SBX_LOG_ERROR, "local", "cannot return to the host's PID namespace: %s",
-		       strerror(errno));
+		sbxs_host->log(SBX_LOG_ERROR, "local",
+			       "cannot return to the host's PID namespace: %s", strerror(errno));
 }
 
-int sbx__local_join_helper(const local_join *j)
+int local_join_helper(const local_join *j)
 {
 	return setns(j->pidfd, j->helper_flags) == 0 ? 0 : errno;
 }
 
-int sbx__local_join_child(const local_join *j)
+int local_join_child(const local_join *j)
 {
 	if (!j->active)
 		return 0;
@@ -980,7 +994,7 @@ int sbx__local_join_child(const local_join *j)
 	return 0;
 }
 
-char *sbx__local_join_image_env(const local_join *j, size_t *len)
+char *local_join_image_env(const local_join *j, size_t *len)
 {
 	char path[1300];
 	*len = 0;
@@ -1006,14 +1020,14 @@ char *sbx__local_join_image_env(const local_join *j, size_t *len)
 	return buf;
 }
 
-int sbx__local_join_oom(const local_join *j)
+int local_join_oom(const local_join *j)
 {
 	if (!j->active || !j->oom_file[0] || j->oom_before < 0)
 		return 0;
-	return sbx__local_limits_oom_count(j->oom_file) > j->oom_before;
+	return local_limits_oom_count(j->oom_file) > j->oom_before;
 }
 
-void sbx__local_join_close(local_join *j)
+void local_join_close(local_join *j)
 {
 	if (j->pidfd >= 0)
 		close(j->pidfd);
@@ -1025,7 +1039,7 @@ void sbx__local_join_close(local_join *j)
 	}
 }
 
-int sbx__local_iso_info(const local_state *st, char *buf, size_t cap)
+int local_iso_info(const local_state *st, char *buf, size_t cap)
 {
 	const local_iso *iso = &st->iso;
 	const char *rootfs = iso->rootfs == LOCAL_ROOTFS_DIR     ? "dir"
@@ -1053,8 +1067,7 @@ int sbx__local_iso_info(const local_state *st, char *buf, size_t cap)
 			     "\"memory\":%lld,\"pids\":%lld,\"cpu_quota_us\":%lld",
 			     iso->level ? "namespaces" : "plain", iso->userns ? "true" : "false",
 			     iso->via_helper ? "helper" : "setns",
-			     sbx__local_image_supported() ? ",\"image\"" : "",
-			     sbx__local_limits_kind(st),
+			     local_image_supported() ? ",\"image\"" : "", local_limits_kind(st),
 			     st->kill_mechanism == LOCAL_KILL_SUBREAPER ? "false" : "true", rootfs,
 			     iso->network_host ? "host" : "none", (long long)iso->memory,
 			     (long long)iso->pids, (long long)iso->cpu_quota_us);

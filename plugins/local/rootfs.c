@@ -24,7 +24,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "local.h"
+#include "rootfs.h"
+#include "state.h"
 
 #define OP_TMPFS    1
 #define OP_MKDIR    2 /* every missing component of dst, then dst with mode */
@@ -134,10 +135,10 @@ static int plan_dev_proc(local_mounts *m)
 	return 0;
 }
 
-int sbx__local_mounts_plan(const char *dir, const char *lower, int64_t cap, local_mounts *m,
-			   sbx_error *err)
+int local_mounts_plan(const char *dir, const char *lower, int64_t cap, local_mounts *m,
+		      sbx_error *err)
 {
-	const sbx_host_api *h = sbx__local_host;
+	const sbx_host_api *h = sbxs_host;
 	char work[1300], data[3200];
 	memset(m, 0, sizeof(*m));
 	int n = snprintf(m->newroot, sizeof(m->newroot), "%s/root", dir);
@@ -222,11 +223,11 @@ int sbx__local_mounts_plan(const char *dir, const char *lower, int64_t cap, loca
 		goto nomem;
 	return SBX_OK;
 nomem:
-	sbx__local_mounts_free(m);
+	local_mounts_free(m);
 	return h->set_error(err, SBX_E_NOMEM, "local: rootfs: cannot plan the mounts");
 }
 
-void sbx__local_mounts_free(local_mounts *m)
+void local_mounts_free(local_mounts *m)
 {
 	free(m->ops);
 	m->ops = NULL;
@@ -320,7 +321,7 @@ static int apply_one(const local_mount_op *op, int *held)
 	}
 }
 
-int sbx__local_mounts_apply(const local_mounts *m, size_t *failed, int *held)
+int local_mounts_apply(const local_mounts *m, size_t *failed, int *held)
 {
 	*failed = m->n;
 	*held = -1;
@@ -336,7 +337,20 @@ int sbx__local_mounts_apply(const local_mounts *m, size_t *failed, int *held)
 	return 0;
 }
 
-const char *sbx__local_mounts_path(const local_mounts *m, size_t i)
+const char *local_mounts_path(const local_mounts *m, size_t i)
 {
 	return i < m->n ? m->ops[i].dst : "/";
+}
+
+int64_t local_disk_cap(const char *dir)
+{
+	char path[1300], buf[32] = "";
+	snprintf(path, sizeof(path), "%s/disk", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	long long v = r > 0 ? strtoll(buf, NULL, 10) : 0;
+	return v > 0 ? (int64_t)v : 0;
 }

@@ -24,7 +24,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "local.h"
+#include "spawn.h"
 
 #define CHILD_STACK (256 * 1024)
 
@@ -34,12 +34,12 @@
  * the raw clone3 system call (435); in the child, fn(arg) on the new stack, then exit. The
  * syscall instruction keeps rdx and r8, so fn and arg reach the child in them. Returns the
  * pid or -errno in the parent. */
-long sbx__local_clone3_entry(struct clone_args *args, size_t size, int (*fn)(void *), void *arg);
+long local_clone3_entry(struct clone_args *args, size_t size, int (*fn)(void *), void *arg);
 __asm__(".pushsection .text\n"
-	".globl sbx__local_clone3_entry\n"
-	".hidden sbx__local_clone3_entry\n"
-	".type sbx__local_clone3_entry, @function\n"
-	"sbx__local_clone3_entry:\n"
+	".globl local_clone3_entry\n"
+	".hidden local_clone3_entry\n"
+	".type local_clone3_entry, @function\n"
+	"local_clone3_entry:\n"
 	"	mov %rcx, %r8\n"
 	"	mov $435, %eax\n"
 	"	syscall\n"
@@ -53,14 +53,14 @@ __asm__(".pushsection .text\n"
 	"	mov $60, %eax\n"
 	"	syscall\n"
 	"	hlt\n"
-	".size sbx__local_clone3_entry, .-sbx__local_clone3_entry\n"
+	".size local_clone3_entry, .-local_clone3_entry\n"
 	".popsection\n");
 #endif
 
 /* 1 until clone3 with CLONE_INTO_CGROUP has been refused once by this kernel. */
 static atomic_int clone3_works = 1;
 
-pid_t sbx__local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
+pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 {
 	*placed = 0;
 	void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
@@ -82,7 +82,7 @@ pid_t sbx__local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 		ca.stack_size = CHILD_STACK;
 		ca.cgroup = (uint64_t)cgroup_fd;
 		*placed = 1; /* read by the child before it would join by itself */
-		long r = sbx__local_clone3_entry(&ca, sizeof(ca), fn, arg);
+		long r = local_clone3_entry(&ca, sizeof(ca), fn, arg);
 		if (r > 0) {
 			pid = (pid_t)r;
 		} else {

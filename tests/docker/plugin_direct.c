@@ -100,7 +100,9 @@ static int cfg_bool(const sbx_config *cfg, const char *key, int *out, sbx_error 
 	return SBX_OK;
 }
 
-static char json_text[4096];
+/* Strings a getter returns stay valid until fini (plugin.h): one slot per call. */
+static char json_text[32][4096];
+static unsigned json_next;
 static int cfg_json(const sbx_config *cfg, const char *key, const char **out, sbx_error *err)
 {
 	(void)err;
@@ -108,9 +110,10 @@ static int cfg_json(const sbx_config *cfg, const char *key, const char **out, sb
 	if (!v)
 		return SBX_E_NOT_FOUND;
 	char *t = json_dumps(v, JSON_ENCODE_ANY);
-	snprintf(json_text, sizeof(json_text), "%s", t);
+	char *slot = json_text[json_next++ % 32];
+	snprintf(slot, sizeof(json_text[0]), "%s", t);
 	free(t);
-	*out = json_text;
+	*out = slot;
 	return SBX_OK;
 }
 

@@ -87,17 +87,38 @@ function createSandbox(body) {
   return s;
 }
 
+// Every process of a sandbox, as its VM would hold them: whatever carries the sandbox's
+// E2B_SANDBOX_ID (envd puts it in each process's environment, and children inherit it),
+// including what a command left behind in a session of its own.
+function sandboxPids(s) {
+  const want = Buffer.from(`\0E2B_SANDBOX_ID=${s.id}\0`);
+  const pids = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue;
+    let env;
+    try { env = fs.readFileSync(`/proc/${name}/environ`); } catch { continue; }
+    if (Buffer.concat([Buffer.from([0]), env]).includes(want)) pids.push(Number(name));
+  }
+  return pids;
+}
+
 function killSandbox(s) {
-  for (const p of s.procs.values()) {
-    try { process.kill(-p.child.pid, 'SIGKILL'); } catch { /* gone */ }
-    try { process.kill(-p.child.pid, 'SIGCONT'); } catch { /* gone */ }
+  // Until a pass finds none: a process may fork while the pass runs.
+  for (let pass = 0; pass < 50; pass++) {
+    const pids = sandboxPids(s);
+    if (!pids.length) break;
+    for (const pid of pids) {
+      try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+      try { process.kill(pid, 'SIGCONT'); } catch { /* gone */ }
+    }
   }
   sandboxes.delete(s.id);
   fs.rmSync(path.join(ROOT, s.id), { recursive: true, force: true });
 }
 
+// Pause freezes the whole VM: every process of the sandbox.
 function signalAll(s, sig) {
-  for (const p of s.procs.values()) { try { process.kill(-p.child.pid, sig); } catch { /* gone */ } }
+  for (const pid of sandboxPids(s)) { try { process.kill(pid, sig); } catch { /* gone */ } }
 }
 
 setInterval(() => {

@@ -198,12 +198,41 @@ def lifecycle(ns, name, uid):
     threading.Thread(target=run, daemon=True).start()
 
 
+def pod_pids(name):
+    """Every process of a pod, as its container holds them: whatever carries the HOSTNAME
+    the kubelet gives the pod's processes (children inherit it), including what an exec
+    left running in a session of its own."""
+    want = b"\0HOSTNAME=" + name.encode() + b"\0"
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                env = b"\0" + f.read()
+        except OSError:
+            continue
+        if want in env:
+            pids.append(int(d))
+    return pids
+
+
 def kill_pod_procs(ns, name):
+    """Deleting a pod ends its container: every process in it."""
     for p in STORE.procs.pop((ns, name), []):
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
+    for _ in range(50):  # until a pass finds none: a process may fork meanwhile
+        pids = pod_pids(name)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def valid_name(n):

@@ -11,7 +11,8 @@ fail() {
 }
 
 cmake --install "$build" --prefix "$work/first" >/dev/null
-for f in include/sbx/plugin.h include/sbx/host.h bin/sbx share/sbx/plugin.map; do
+for f in include/sbx/plugin.h include/sbx/host.h include/sbx/support/http.h lib/libsbx-support.a \
+	lib/pkgconfig/sbx-support.pc bin/sbx share/sbx/plugin.map; do
 	[ -e "$work/first/$f" ] || fail "install did not put $f in the prefix"
 done
 # Relocatable: moved after installing (to neither the configured nor the install prefix),
@@ -24,6 +25,8 @@ for v in includedir libdir plugindir pluginmap registrydir; do
 	p=$(pkg-config --variable=$v sbx)
 	[ -e "$p" ] || fail "sbx.pc $v=$p does not exist"
 done
+p=$(pkg-config --variable=libdir sbx-support)
+[ -e "$p/libsbx-support.a" ] || fail "sbx-support.pc libdir=$p holds no libsbx-support.a"
 cflags=$(pkg-config --cflags --libs sbx)
 printf '#include <sbx/plugin.h>\nint main(void) { return SBX_ABI_MAJOR == 1 ? 0 : 1; }\n' >"$work/probe.c"
 # shellcheck disable=SC2086
@@ -40,10 +43,13 @@ cmake --build "$work/cmake-build" >/dev/null
 make -s -C "$work/custom-src" >/dev/null
 [ -f "$work/custom-src/sbx-custom.so" ] || fail "pkg-config build made no sbx-custom.so"
 
-# Only sbx_plugin_register may be exported.
+# Only sbx_plugin_register may be exported (the support library's symbols stay hidden), and
+# a plugin never links against the host's library.
 for so in "$work/cmake-build/sbx-custom.so" "$work/custom-src/sbx-custom.so"; do
 	exported=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}')
 	[ "$exported" = "sbx_plugin_register" ] || fail "$so exports: $exported"
+	nm "$so" | grep -q ' t sbxs_host_set$' || fail "$so does not hold the support library"
+	! readelf -d "$so" | grep -q 'NEEDED.*libsbx\.so' || fail "$so links libsbx"
 done
 
 # The relocated install finds its own registry beside its library, not the configured prefix's.

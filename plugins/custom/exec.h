@@ -1,0 +1,10 @@
+/* The custom plugin's execute op. */
+#ifndef SBX_CUSTOM_EXEC_H
+#define SBX_CUSTOM_EXEC_H
+
+#include <sbx/plugin.h>
+
+int custom_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
+		   sbx_error *err);
+
+#endif

@@ -1,0 +1,16 @@
+/* exec.c: one command in a sandbox. */
+#ifndef SBX_LOCAL_EXEC_H
+#define SBX_LOCAL_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <sbx/plugin.h>
+
+int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
+		  sbx_error *err);
+/* Kills processes whose environment names this sandbox (the tracking used when no cgroup). */
+void local_kill_tagged(const char *id);
+
+#endif

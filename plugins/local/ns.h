@@ -1,0 +1,66 @@
+/* ns.c: the isolated level: namespaces held by a per-sandbox init. */
+#ifndef SBX_LOCAL_NS_H
+#define SBX_LOCAL_NS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <sbx/plugin.h>
+
+#include "state.h"
+
+/* Reads the isolation keys; probes what the machine supports. */
+int local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err);
+void local_iso_fini(local_state *st);
+/* Starts the sandbox's init (called by create once the folder is in place). */
+int local_iso_create(const local_state *st, const char *id, const sbx_create_spec *spec,
+		     sbx_error *err);
+/* The pid of the live init of the sandbox in dir, 0 when none runs. */
+long local_iso_init_pid(const char *dir);
+/* Kills the init and removes the limit cgroups. */
+void local_iso_destroy(const local_state *st, const char *id);
+/* JSON members for info: "isolation":..., "levels":{...} (no braces around). */
+int local_iso_info(const local_state *st, char *buf, size_t cap);
+
+/* What an exec needs to join a sandbox: prepared by the parent, used by the child. */
+#define LOCAL_JOIN_PROCS 3
+typedef struct local_join {
+	int active;                  /* 0: the plain level, nothing to join */
+	int via_helper;              /* the exec's helper enters (local_join_helper) */
+	int pidfd;                   /* the sandbox's init */
+	int ns_flags;                /* namespaces the child enters through pidfd */
+	int helper_flags;            /* namespaces the helper enters, its children's PID one too */
+	int procs[LOCAL_JOIN_PROCS]; /* limit cgroups' cgroup.procs to join (-1 none) */
+	int cap_last;
+	int self_pidns;
+	int64_t oom_before; /* the memory cgroup's OOM kill count before the exec */
+	char oom_file[600];
+	char dir[1200];  /* the sandbox's folder */
+	char root[1100]; /* its lower tree (rootfs: DIR, image), "" for rootfs: host */
+} local_join;
+/* Parent, before fork: makes sure the init runs (restarting it after a reboot) and opens
+ * what the child needs. */
+int local_join_prepare(const local_state *st, const char *id, local_join *j, sbx_error *err);
+/* Parent, around fork: children of this thread are born in the sandbox's PID namespace. */
+int local_join_fork_begin(const local_join *j);
+void local_join_fork_end(const local_join *j);
+/* The exec's helper (async-signal-safe, a single-threaded process): enters the sandbox's
+ * namespaces, its user namespace first where there is one, so the helper's children are born
+ * in its PID namespace. Returns 0 or an errno. */
+int local_join_helper(const local_join *j);
+/* Child (async-signal-safe): enters the namespaces (unless its helper did) and the limit
+ * cgroups and drops every capability. Returns 0 or an errno. */
+int local_join_child(const local_join *j);
+/* A process the sandbox can see (its init, an exec's helper), forked from the host: blanks
+ * its copies of the host's command line and environment (which may hold secrets; fields 48
+ * to 51 of /proc/self/stat bound them) and takes `name`. System calls only. */
+void local_blank_cmdline(const char *name);
+/* The image's environment saved at create (NUL-separated "K=V", from malloc), NULL with
+ * *len 0 when the sandbox has none. */
+char *local_join_image_env(const local_join *j, size_t *len);
+/* Parent, after the command ended: 1 when the sandbox's memory cgroup OOM-killed during it. */
+int local_join_oom(const local_join *j);
+void local_join_close(local_join *j);
+
+#endif
