@@ -38,6 +38,7 @@ static const policy_key policy_keys[] = {
     {"ttl", "ttl"},
     {"auto_resume", "auto_resume"},
     {"max_jobs", "max_jobs"},
+    {"max_file_bytes", "max_file_bytes"},
     /* LoongSage: range-checked but unused; the host has no create-timeout policy yet. */
     {"sandbox_creation_timeout_seconds", "create_timeout"},
     {NULL, NULL},
@@ -94,6 +95,7 @@ static void default_policy(sbx__policy *p)
 	p->truncate_tail_chars = 5000;
 	p->output_max_bytes = 256ull << 20;
 	p->max_jobs = 64;
+	p->max_file_bytes = 256ull << 20;
 }
 
 /* Ranges: a year for timeouts, ten years for ttl. */
@@ -137,6 +139,12 @@ static int apply_policy(sbx__policy *p, const char *key, const char *canonical, 
 			p->max_jobs = (uint64_t)x;
 		return rc;
 	}
+	if (strcmp(canonical, "max_file_bytes") == 0) {
+		rc = sbx__scalar_int(v, key, 1, MAX_BYTES, 0, &x, err);
+		if (rc == SBX_OK)
+			p->max_file_bytes = (uint64_t)x;
+		return rc;
+	}
 	if (strcmp(canonical, "output_max_bytes") == 0) {
 		rc = sbx__scalar_int(v, key, 0, MAX_BYTES, 0, &x, err);
 		if (rc == SBX_OK)
@@ -170,31 +178,39 @@ static int new_map(const char *file, int line, sbx__node **out)
 }
 
 /* Sets key to a copy of v in map, replacing an existing entry; *at (may be NULL) gets the
- * entry's index. */
-static int map_set(sbx__node *map, const char *key, const sbx__node *v, size_t *at)
+ * entry's index. `index` (key -> position, kept in step here; may be NULL for small maps)
+ * finds that entry without a scan, and the arrays grow in powers of two, so a block of many
+ * keys is merged in linear time. */
+static int map_set(sbx__node *map, sbx__nameset *index, const char *key, const sbx__node *v,
+		   size_t *at)
 {
 	sbx__node *copy = sbx__node_dup(v);
 	if (!copy)
 		return SBX_E_NOMEM;
-	for (size_t i = 0; i < map->n; i++) {
-		if (strcmp(map->keys[i], key) == 0) {
-			sbx__node_free(map->items[i]);
-			map->items[i] = copy;
-			if (at)
-				*at = i;
-			return SBX_OK;
-		}
-	}
+	size_t i = map->n;
+	if (index && !sbx__nameset_get(index, key, &i))
+		i = map->n;
+	for (size_t j = 0; !index && j < map->n && i == map->n; j++)
+		if (strcmp(map->keys[j], key) == 0)
+			i = j;
 	if (at)
-		*at = map->n;
+		*at = i;
+	if (i < map->n) {
+		sbx__node_free(map->items[i]);
+		map->items[i] = copy;
+		return SBX_OK;
+	}
+	size_t room = 1;
+	while (room < map->n + 1)
+		room *= 2;
 	char *k = sbx__strdup(key);
-	char **nk = sbx__realloc(map->keys, (map->n + 1) * sizeof(*nk));
+	char **nk = sbx__realloc(map->keys, room * sizeof(*nk));
 	if (nk)
 		map->keys = nk;
-	sbx__node **ni = nk ? sbx__realloc(map->items, (map->n + 1) * sizeof(*ni)) : NULL;
+	sbx__node **ni = nk ? sbx__realloc(map->items, room * sizeof(*ni)) : NULL;
 	if (ni)
 		map->items = ni;
-	if (!k || !nk || !ni) {
+	if (!k || !nk || !ni || (index && sbx__nameset_add(index, k, map->n, NULL) < 0)) {
 		sbx__free(k);
 		sbx__node_free(copy);
 		return SBX_E_NOMEM;
@@ -232,6 +248,30 @@ static int type_alias(const sbx__node *v, char **alias, sbx_error *err)
 		return SBX_OK;
 	*alias = sbx__strndup(s, n);
 	return *alias ? SBX_OK : sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+}
+
+/* The block's policy keys into ds->policy, the rest over ds->keys. */
+static int overlay_block(sbx__data_source *ds, const sbx__node *block, int nexau, sbx_error *err)
+{
+	sbx__nameset index = {0};
+	int rc = SBX_OK;
+	for (size_t i = 0; i < ds->keys->n && rc == SBX_OK; i++)
+		if (sbx__nameset_add(&index, ds->keys->keys[i], i, NULL) < 0)
+			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < block->n && rc == SBX_OK; i++) {
+		const char *key = block->keys[i];
+		if (strcmp(key, "type") == 0)
+			continue;
+		const char *canonical = policy_canonical(key);
+		if (nexau && strcmp(key, "timeout") == 0)
+			canonical = "ttl";
+		if (canonical)
+			rc = apply_policy(&ds->policy, key, canonical, block->items[i], err);
+		else if (map_set(ds->keys, &index, key, block->items[i], NULL) != SBX_OK)
+			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	}
+	sbx__nameset_clear(&index);
+	return rc;
 }
 
 /* Applies one sandbox block over ds (which may already hold inherited values). */
@@ -282,22 +322,9 @@ static int apply_block(sbx__data_source *ds, const sbx__node *block, int nexau, 
 		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	if (!ds->keys && new_map(block->file, block->line, &ds->keys) != SBX_OK)
 		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-	for (size_t i = 0; i < block->n; i++) {
-		const char *key = block->keys[i];
-		if (strcmp(key, "type") == 0)
-			continue;
-		const char *canonical = policy_canonical(key);
-		if (nexau && strcmp(key, "timeout") == 0)
-			canonical = "ttl";
-		if (canonical) {
-			rc = apply_policy(&ds->policy, key, canonical, block->items[i], err);
-			if (rc != SBX_OK)
-				return rc;
-			continue;
-		}
-		if (map_set(ds->keys, key, block->items[i], NULL) != SBX_OK)
-			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-	}
+	rc = overlay_block(ds, block, nexau, err);
+	if (rc != SBX_OK)
+		return rc;
 	const sbx__policy *p = &ds->policy;
 	if (p->truncate_head_chars + p->truncate_tail_chars > p->output_char_threshold)
 		return sbx__set_error(err, SBX_E_CONFIG,
@@ -336,6 +363,39 @@ void sbx__config_free(sbx__config *cfg)
 	sbx__free(cfg);
 }
 
+/* data_sources[i]. */
+static int load_source(sbx__config *cfg, const sbx__node *item, size_t i, sbx__nameset *names,
+		       sbx_error *err)
+{
+	if (item->kind != SBX__NODE_MAP)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "%s:%d: data_sources[%zu] must be a mapping", item->file,
+				      item->line, i);
+	int rc = check_keys(item, source_keys, "a data source", err);
+	if (rc != SBX_OK)
+		return rc;
+	sbx__data_source *ds = &cfg->sources[i];
+	if (ds_copy(ds, &cfg->deflt) != SBX_OK)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	cfg->n = i + 1;
+	const sbx__node *name = sbx__node_get(item, "name");
+	if (name && name->kind != SBX__NODE_SCALAR)
+		return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: 'name' must be a string",
+				      name->file, name->line);
+	ds->name = name ? sbx__strdup(name->scalar) : sbx__asprintf("%zu", i);
+	if (!ds->name)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	int r = sbx__nameset_add(names, ds->name, (size_t)item->line, NULL);
+	if (r < 0)
+		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+	if (r > 0)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "%s:%d: data source name '%s' is used twice", item->file,
+				      item->line, ds->name);
+	const sbx__node *block = sbx__node_get(item, "sandbox");
+	return block ? apply_block(ds, block, 0, err) : SBX_OK;
+}
+
 static int load_sources(sbx__config *cfg, const sbx__node *list, sbx_error *err)
 {
 	if (list->kind != SBX__NODE_LIST)
@@ -344,41 +404,14 @@ static int load_sources(sbx__config *cfg, const sbx__node *list, sbx_error *err)
 	cfg->sources = sbx__calloc(list->n ? list->n : 1, sizeof(*cfg->sources));
 	if (!cfg->sources)
 		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-	for (size_t i = 0; i < list->n; i++) {
-		const sbx__node *item = list->items[i];
-		if (item->kind != SBX__NODE_MAP)
-			return sbx__set_error(err, SBX_E_CONFIG,
-					      "%s:%d: data_sources[%zu] must be a mapping",
-					      item->file, item->line, i);
-		int rc = check_keys(item, source_keys, "a data source", err);
-		if (rc != SBX_OK)
-			return rc;
-		sbx__data_source *ds = &cfg->sources[i];
-		if (ds_copy(ds, &cfg->deflt) != SBX_OK)
-			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-		cfg->n = i + 1;
-		const sbx__node *name = sbx__node_get(item, "name");
-		if (name && name->kind != SBX__NODE_SCALAR)
-			return sbx__set_error(err, SBX_E_CONFIG, "%s:%d: 'name' must be a string",
-					      name->file, name->line);
-		ds->name = name ? sbx__strdup(name->scalar) : sbx__asprintf("%zu", i);
-		if (!ds->name)
-			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(cfg->sources[j].name, ds->name) == 0)
-				return sbx__set_error(err, SBX_E_CONFIG,
-						      "%s:%d: data source name '%s' is used twice",
-						      item->file, item->line, ds->name);
-		const sbx__node *block = sbx__node_get(item, "sandbox");
-		if (block) {
-			rc = apply_block(ds, block, 0, err);
-			if (rc != SBX_OK)
-				return rc;
-		}
-	}
-	return SBX_OK;
+	sbx__nameset names = {0}; /* name -> line, so a config of 200,000 sources loads in
+				     linear time */
+	int rc = SBX_OK;
+	for (size_t i = 0; i < list->n && rc == SBX_OK; i++)
+		rc = load_source(cfg, list->items[i], i, &names, err);
+	sbx__nameset_clear(&names);
+	return rc;
 }
-
 int sbx__config_load(const char *path, const char *text, sbx__config **out, sbx_error *err)
 {
 	*out = NULL;
@@ -597,6 +630,19 @@ static int unknown_plugin_key(const sbx__node *v, const char *key, const sbx_plu
 	return SBX_E_CONFIG;
 }
 
+/* The host's keys every plugin config carries besides the plugin's own (plugin.h):
+ * max_file_bytes, so a plugin stops reading a file past the cap instead of after it. */
+static int host_keys(sbx__node *merged, const sbx__data_source *ds)
+{
+	char text[32];
+	snprintf(text, sizeof(text), "%llu", (unsigned long long)ds->policy.max_file_bytes);
+	sbx__node v = {.kind = SBX__NODE_SCALAR,
+		       .scalar = text,
+		       .file = ds->file ? ds->file : "<config>",
+		       .line = ds->line};
+	return map_set(merged, NULL, "max_file_bytes", &v, NULL);
+}
+
 static const sbx_config_key *declared(const sbx_plugin_desc *desc, const char *key)
 {
 	for (uint32_t k = 0; k < desc->n_keys; k++)
@@ -620,7 +666,7 @@ static int overlay(sbx__node *merged, sbx__value *values, const sbx__node *m,
 		if (rc != SBX_OK)
 			return rc;
 		size_t at = 0;
-		if (map_set(merged, key, m->items[i], &at) != SBX_OK)
+		if (map_set(merged, NULL, key, m->items[i], &at) != SBX_OK)
 			return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 		values[at] = val;
 	}
@@ -636,8 +682,8 @@ int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry
 		sbx__free(cfg);
 		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	}
-	/* At most one entry per key of the two layers. */
-	size_t most = 1;
+	/* At most one entry per key of the two layers, and the host's own. */
+	size_t most = 2;
 	const sbx__node *layers[2] = {registry_defaults, ds->keys};
 	for (int l = 0; l < 2; l++)
 		most += layers[l] && layers[l]->kind == SBX__NODE_MAP ? layers[l]->n : 0;
@@ -647,6 +693,8 @@ int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry
 	    cfg->values && cfg->json ? SBX_OK : sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	for (int l = 0; l < 2 && rc == SBX_OK; l++)
 		rc = overlay(cfg->map, cfg->values, layers[l], desc, err);
+	if (rc == SBX_OK && host_keys(cfg->map, ds) != SBX_OK)
+		rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	if (rc != SBX_OK) {
 		sbx__config_obj_free(cfg);
 		return rc;

@@ -217,7 +217,11 @@ static int create_source(sbx_host *host, const sbx_create_opts *opts, const sbx_
 			 sbx_error *err)
 {
 	const sbx__data_source *ds;
-	int rc = sbx__config_find(host->cfg, opts ? opts->data_source : NULL, &ds, err);
+	int rc = opts ? sbx__check_kv(opts->env, opts->n_env, "create", "env", 1, err) : SBX_OK;
+	if (rc == SBX_OK && opts)
+		rc = sbx__check_kv(opts->labels, opts->n_labels, "create", "label", 0, err);
+	if (rc == SBX_OK)
+		rc = sbx__config_find(host->cfg, opts ? opts->data_source : NULL, &ds, err);
 	if (rc != SBX_OK)
 		return rc;
 	if (!ds->alias)

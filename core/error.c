@@ -57,11 +57,14 @@ int sbx__set_errorv(sbx_error *err, int code, const char *fmt, va_list ap)
 	if (!err)
 		return code;
 	err->code = code;
-	int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	char raw[sizeof(err->message)];
+	int n = vsnprintf(raw, sizeof(raw), fmt, ap);
 	if (n < 0)
-		err->message[0] = '\0';
-	else if ((size_t)n >= sizeof(err->message))
-		trim_utf8_tail(err->message, sizeof(err->message) - 1);
+		raw[0] = '\0';
+	else if ((size_t)n >= sizeof(raw))
+		trim_utf8_tail(raw, sizeof(raw) - 1);
+	/* Messages quote paths, ids and names a sandbox may have chosen: one line, no ESC. */
+	sbx__escape_controls(raw, err->message, sizeof(err->message));
 	return code;
 }
 

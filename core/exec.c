@@ -27,7 +27,7 @@ static int exec_opts_in(const sbx_exec_opts *opts, sbx_exec_opts *o, sbx_error *
 		return sbx__set_error(err, SBX_E_INVAL,
 				      "exec: timeout %g is not a number of seconds up to 1e9",
 				      o->timeout);
-	return SBX_OK;
+	return sbx__check_kv(o->env, o->n_env, "exec", "env", 1, err);
 }
 
 /* The plugin's request for o; a negative timeout is the data source's. */

@@ -26,6 +26,13 @@ static int read_call(const sbx__route *r, void *a, sbx_error *perr)
 		rc = sbx__set_error(perr, SBX_E_BACKEND,
 				    "%s: read_file: plugin returned %zu bytes but no buffer",
 				    r->alias, x->len);
+	/* A plugin that ignored the cap it was given (its config's max_file_bytes). */
+	uint64_t cap = r->ps->ds->policy.max_file_bytes;
+	if (rc == SBX_OK && x->len > cap)
+		rc = sbx__set_error(perr, SBX_E_LIMIT,
+				    "%s: read_file: '%.300s' is larger than max_file_bytes (%zu > "
+				    "%llu bytes)",
+				    r->alias, x->path, x->len, (unsigned long long)cap);
 	return rc;
 }
 

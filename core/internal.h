@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sbx/host.h"
 #include "sbx/plugin.h"
@@ -35,6 +36,17 @@ int sbx__set_errorv(sbx_error *err, int code, const char *fmt, va_list ap);
 /* Puts "prefix: " in front of err's message (keeps the code). */
 void sbx__error_prefix(sbx_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- caller input (input.c) */
+/* Checks n key/value pairs given to op ("exec", "create"): no NULL, no empty key, and with
+ * env no '=' in a key. SBX_E_INVAL naming the pair. */
+int sbx__check_kv(const sbx_kv *kv, uint32_t n, const char *op, const char *what, int env,
+		  sbx_error *err);
+
+/* ---- escapes (escape.c) */
+/* Copies in to out (cap bytes, always terminated) with control characters, C1 controls and
+ * bytes that are not UTF-8 written as \e, \n, \r, \t or \xNN; cut at a whole character or
+ * escape. Returns the length written. */
+size_t sbx__escape_controls(const char *in, char *out, size_t cap);
 /* SBX_E_NOMEM with "WHAT: out of memory"; returns SBX_E_NOMEM. */
 int sbx__nomem(sbx_error *err, const char *what);
 /* A plugin op of `alias` returned rc with perr: copies perr into err, supplying a message
@@ -69,6 +81,28 @@ void sbx__remove_tree(const char *path);
 void sbx__log(int level, const char *subject, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void sbx__logv(int level, const char *subject, const char *fmt, va_list ap);
+
+/* ---- files the host reads (regfile.c) */
+/* "a FIFO", "a directory", ... for an st_mode. */
+const char *sbx__file_kind(unsigned mode);
+/* Opens path for reading, refusing anything but a regular file without blocking on it.
+ * SBX_E_IO "PATH: cannot open: REASON" or "PATH: is a FIFO, not a regular file". */
+int sbx__open_regular(const char *path, FILE **out, sbx_error *err);
+
+/* ---- name sets (nameset.c): duplicate checks in linear time */
+typedef struct sbx__nameset {
+	const char **names; /* borrowed: each must outlive the set */
+	size_t *values;
+	size_t cap, n;
+} sbx__nameset;
+
+/* Adds name with value: 0 when added, 1 when name was there already (*found, if not NULL,
+ * gets its value; the set is unchanged), -1 out of memory. A zeroed set is empty. */
+int sbx__nameset_add(sbx__nameset *s, const char *name, size_t value, size_t *found);
+/* 1 and *value (if not NULL) when name is in the set, else 0. */
+int sbx__nameset_get(const sbx__nameset *s, const char *name, size_t *value);
+/* Frees the table (not the names) and leaves the set empty. */
+void sbx__nameset_clear(sbx__nameset *s);
 
 /* ---- YAML node tree (yaml.c) */
 #define SBX__NODE_SCALAR 1
@@ -140,6 +174,13 @@ const sbx__reg_entry *sbx__registry_find(const sbx__registry *reg, const char *a
 /* "a, b, c" of all aliases (for "unknown alias" messages). */
 char *sbx__registry_alias_list(const sbx__registry *reg);
 
+/* ---- trust in plugin files (trust.c) */
+/* SBX_OK when path resolves to a file that only root or this user owns and can write, in
+ * folders (up to /) that only they can write (a sticky folder may hold their entries); its
+ * resolved path goes into real (PATH_MAX bytes). SBX_E_ABI naming what is writable, or
+ * SBX_E_IO. */
+int sbx__plugin_trusted(const char *path, char *real, size_t cap, sbx_error *err);
+
 /* ---- loader (loader.c) */
 typedef struct sbx__module sbx__module;
 
@@ -190,6 +231,7 @@ typedef struct sbx__policy {
 	int64_t ttl;               /* seconds; 0 = none */
 	int auto_resume;           /* exec on a paused sandbox resumes it */
 	uint64_t max_jobs;         /* live background jobs per sandbox (jobs.c) */
+	uint64_t max_file_bytes; /* largest file a read returns (plugins get it in their config) */
 } sbx__policy;
 
 typedef struct sbx__data_source {

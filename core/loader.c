@@ -224,8 +224,12 @@ int sbx__module_load(const char *path, const sbx_host_api *api, const char *cons
 		goto out;
 	}
 
+	char real[PATH_MAX];
+	rc = sbx__plugin_trusted(path, real, sizeof(real), err);
+	if (rc != SBX_OK)
+		goto out;
 	dlerror();
-	handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
 	if (handle == NULL) {
 		rc = explain_dlopen(path, dlerror(), err);
 		goto out;

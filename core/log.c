@@ -23,8 +23,9 @@ void sbx__logv(int level, const char *subject, const char *fmt, va_list ap)
 	static const char *const names[] = {"error", "warn", "info", "debug"};
 	if (level < 0 || level > SBX_LOG_DEBUG || level > log_threshold())
 		return;
-	char line[1024];
-	vsnprintf(line, sizeof(line), fmt, ap);
+	char raw[1024], line[1024];
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	sbx__escape_controls(raw, line, sizeof(line));
 	/* One fprintf per line keeps lines from concurrent threads whole. */
 	fprintf(stderr, "sbx: %s %s: %s\n", names[level], subject ? subject : "host", line);
 }

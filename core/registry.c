@@ -112,23 +112,33 @@ static void entry_clear(sbx__reg_entry *e)
 	sbx__node_free(e->defaults);
 }
 
-static int add_entry(sbx__registry *reg, size_t *cap, sbx__reg_entry *e, sbx_error *err)
+/* What reading the registry files needs besides the registry: the room allocated for
+ * entries and the aliases seen so far (alias -> entry index), so a duplicate is found in
+ * constant time however many aliases there are. */
+typedef struct loading {
+	size_t cap;
+	sbx__nameset seen;
+} loading;
+
+static int add_entry(sbx__registry *reg, loading *ld, sbx__reg_entry *e, sbx_error *err)
 {
-	if (reg->n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 8;
+	if (reg->n == ld->cap) {
+		size_t ncap = ld->cap ? ld->cap * 2 : 8;
 		sbx__reg_entry *v = sbx__realloc(reg->entries, ncap * sizeof(*v));
 		if (v == NULL)
 			return sbx__set_error(err, SBX_E_NOMEM, "registry: out of memory");
 		reg->entries = v;
-		*cap = ncap;
+		ld->cap = ncap;
 	}
+	if (sbx__nameset_add(&ld->seen, e->alias, reg->n, NULL) < 0)
+		return sbx__set_error(err, SBX_E_NOMEM, "registry: out of memory");
 	reg->entries[reg->n++] = *e;
 	memset(e, 0, sizeof(*e));
 	return SBX_OK;
 }
 
 /* One alias -> {path, defaults} entry of `file` (folder `dir`). */
-static int parse_entry(sbx__registry *reg, size_t *cap, const char *file, const char *dir,
+static int parse_entry(sbx__registry *reg, loading *ld, const char *file, const char *dir,
 		       const char *alias, const sbx__node *v, sbx_error *err)
 {
 	int rc = SBX_OK;
@@ -142,14 +152,13 @@ static int parse_entry(sbx__registry *reg, size_t *cap, const char *file, const 
 				    file, line, alias);
 		goto out;
 	}
-	for (size_t i = 0; i < reg->n; i++) {
-		const sbx__reg_entry *o = &reg->entries[i];
-		if (strcmp(o->alias, alias) == 0) {
-			rc = sbx__set_error(err, SBX_E_REGISTRY,
-					    "registry: alias '%s' is listed twice: %s:%d and %s:%d",
-					    alias, o->file, o->line, file, line);
-			goto out;
-		}
+	size_t first = 0;
+	if (sbx__nameset_get(&ld->seen, alias, &first)) {
+		const sbx__reg_entry *o = &reg->entries[first];
+		rc = sbx__set_error(err, SBX_E_REGISTRY,
+				    "registry: alias '%s' is listed twice: %s:%d and %s:%d", alias,
+				    o->file, o->line, file, line);
+		goto out;
 	}
 	if (v == NULL || v->kind != SBX__NODE_MAP) {
 		rc =
@@ -207,14 +216,14 @@ static int parse_entry(sbx__registry *reg, size_t *cap, const char *file, const 
 		rc = sbx__set_error(err, SBX_E_NOMEM, "registry: out of memory");
 		goto out;
 	}
-	rc = add_entry(reg, cap, &e, err);
+	rc = add_entry(reg, ld, &e, err);
 out:
 	entry_clear(&e);
 	return rc;
 }
 
 /* Reads one registry file (main or drop-in). `how` says where its name came from. */
-static int parse_file(sbx__registry *reg, size_t *cap, const char *file, const char *how,
+static int parse_file(sbx__registry *reg, loading *ld, const char *file, const char *how,
 		      sbx_error *err)
 {
 	sbx__node *root = NULL;
@@ -225,6 +234,12 @@ static int parse_file(sbx__registry *reg, size_t *cap, const char *file, const c
 	if (stat(file, &st) != 0) {
 		rc = sbx__set_error(err, SBX_E_REGISTRY, "%s%s: cannot read the registry: %s", file,
 				    how, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = sbx__set_error(err, SBX_E_REGISTRY,
+				    "%s%s: the registry must be a regular file; this is %s", file,
+				    how, sbx__file_kind(st.st_mode));
 		goto out;
 	}
 	rc = sbx__yaml_load_file(file, 0, SBX_E_REGISTRY, &root, err);
@@ -247,7 +262,7 @@ static int parse_file(sbx__registry *reg, size_t *cap, const char *file, const c
 		goto out;
 	}
 	for (size_t i = 0; i < root->n && rc == SBX_OK; i++)
-		rc = parse_entry(reg, cap, file, dir, root->keys[i], root->items[i], err);
+		rc = parse_entry(reg, ld, file, dir, root->keys[i], root->items[i], err);
 out:
 	sbx__free(dir);
 	sbx__node_free(root);
@@ -260,7 +275,7 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* The *.yaml files of registry.d/ beside the main file, in name order. */
-static int parse_dropins(sbx__registry *reg, size_t *cap, const char *main_dir, sbx_error *err)
+static int parse_dropins(sbx__registry *reg, loading *ld, const char *main_dir, sbx_error *err)
 {
 	int rc = SBX_OK;
 	char **names = NULL;
@@ -304,7 +319,7 @@ static int parse_dropins(sbx__registry *reg, size_t *cap, const char *main_dir, 
 	if (n > 1)
 		qsort(names, n, sizeof(*names), cmp_str);
 	for (size_t i = 0; i < n && rc == SBX_OK; i++)
-		rc = parse_file(reg, cap, names[i], "", err);
+		rc = parse_file(reg, ld, names[i], "", err);
 out:
 	if (d)
 		closedir(d);
@@ -323,7 +338,7 @@ static int cmp_entry(const void *a, const void *b)
 int sbx__registry_load(const char *explicit_path, sbx__registry **out, sbx_error *err)
 {
 	int rc = SBX_OK;
-	size_t cap = 0;
+	loading ld = {0};
 	char *main_dir = NULL;
 	sbx__registry *reg = NULL;
 	const char *name, *how;
@@ -355,9 +370,10 @@ int sbx__registry_load(const char *explicit_path, sbx__registry **out, sbx_error
 		rc = sbx__set_error(err, SBX_E_NOMEM, "registry: out of memory");
 		goto out;
 	}
-	rc = parse_file(reg, &cap, reg->main_file, how, err);
+	rc = parse_file(reg, &ld, reg->main_file, how, err);
 	if (rc == SBX_OK)
-		rc = parse_dropins(reg, &cap, main_dir, err);
+		rc = parse_dropins(reg, &ld, main_dir, err);
+	sbx__nameset_clear(&ld.seen); /* indexes, which the sort below changes */
 	if (rc != SBX_OK)
 		goto out;
 	if (reg->n > 1)

@@ -110,141 +110,271 @@ static int interpolate(const char *in, const char *file, int line, char **out, s
 	return SBX_OK;
 }
 
-typedef struct conv_ctx {
-	yaml_document_t *doc;
+#define MAX_DEPTH 64
+
+/* One mapping or sequence being filled. */
+typedef struct frame {
+	sbx__node *node; /* already attached to its parent, so freeing the root frees it */
+	size_t cap;      /* slots allocated in node->items (and node->keys) */
+	char *key;       /* MAP: the key whose value comes next; NULL when a key comes next */
+	int key_line;
+	sbx__nameset seen; /* MAP: key -> line of its first occurrence */
+} frame;
+
+typedef struct anchor {
+	char *name;
+	int line;
+} anchor;
+
+/* The tree is built from libyaml's events rather than its document API: the nesting limit
+ * then stops the parser at the 65th level, where libyaml's scanner would otherwise do work
+ * proportional to the depth for every token (100,000 levels took minutes). */
+typedef struct builder {
 	const char *file;
 	int interp;
 	int bad_status;
+	sbx__node *root;
+	frame stack[MAX_DEPTH];
 	int depth;
-	unsigned char *seen; /* one flag per document node: a second visit is an alias */
-} conv_ctx;
+	anchor *anchors;
+	size_t n_anchors, cap_anchors;
+} builder;
 
-/* Converts node `id`; `use_line` is where the parent refers to it (0: unknown). */
-static int convert(conv_ctx *c, int id, int use_line, sbx__node **out, sbx_error *err)
+static int event_line(const yaml_event_t *ev)
 {
-	*out = NULL;
-	yaml_node_t *yn = yaml_document_get_node(c->doc, id);
-	if (!yn)
-		return sbx__set_error(err, c->bad_status, "%s:%d: unresolved YAML node", c->file,
-				      use_line);
-	/* Refusing aliases keeps one source line per value and rules out alias bombs. */
-	if (c->seen[id - 1])
-		return sbx__set_error(err, c->bad_status,
-				      "%s:%d: YAML aliases are not supported (the value anchored "
-				      "at line %d is used again); write the value out",
-				      c->file, use_line ? use_line : (int)yn->start_mark.line + 1,
-				      (int)yn->start_mark.line + 1);
-	c->seen[id - 1] = 1;
-	if (++c->depth > 64) {
-		c->depth--;
-		return sbx__set_error(err, c->bad_status, "%s:%d: nesting deeper than 64 levels",
-				      c->file, (int)yn->start_mark.line + 1);
-	}
-	int rc = SBX_OK;
-	int *key_lines = NULL;
+	return (int)ev->start_mark.line + 1;
+}
+
+static int nomem(sbx_error *err)
+{
+	return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
+}
+
+static int new_node(const builder *b, int kind, int line, sbx__node **out, sbx_error *err)
+{
 	sbx__node *n = sbx__calloc(1, sizeof(*n));
-	if (!n || !(n->file = sbx__strdup(c->file))) {
-		rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-		goto out;
+	if (!n || !(n->file = sbx__strdup(b->file))) {
+		sbx__free(n);
+		return nomem(err);
 	}
-	n->line = (int)yn->start_mark.line + 1;
-	if (yn->type == YAML_SCALAR_NODE) {
-		n->kind = SBX__NODE_SCALAR;
-		n->quoted = yn->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
-			    yn->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ||
-			    yn->data.scalar.style == YAML_LITERAL_SCALAR_STYLE ||
-			    yn->data.scalar.style == YAML_FOLDED_SCALAR_STYLE;
-		char *raw =
-		    sbx__strndup((const char *)yn->data.scalar.value, yn->data.scalar.length);
-		if (!raw) {
-			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-			goto out;
+	n->kind = kind;
+	n->line = line;
+	*out = n;
+	return SBX_OK;
+}
+
+/* Remembers where an anchor was set, for the message when it is used. */
+static int note_anchor(builder *b, const yaml_char_t *name, int line, sbx_error *err)
+{
+	if (!name)
+		return SBX_OK;
+	if (b->n_anchors == b->cap_anchors) {
+		size_t cap = b->cap_anchors ? b->cap_anchors * 2 : 8;
+		anchor *v = sbx__realloc(b->anchors, cap * sizeof(*v));
+		if (!v)
+			return nomem(err);
+		b->anchors = v;
+		b->cap_anchors = cap;
+	}
+	if (!(b->anchors[b->n_anchors].name = sbx__strdup((const char *)name)))
+		return nomem(err);
+	b->anchors[b->n_anchors++].line = line;
+	return SBX_OK;
+}
+
+/* Refusing aliases keeps one source line per value and rules out alias bombs. */
+static int refuse_alias(const builder *b, const yaml_event_t *ev, sbx_error *err)
+{
+	const char *name = (const char *)ev->data.alias.anchor;
+	int anchored = 0;
+	for (size_t i = b->n_anchors; i > 0 && !anchored; i--)
+		if (name && strcmp(b->anchors[i - 1].name, name) == 0)
+			anchored = b->anchors[i - 1].line;
+	const frame *top = b->depth ? &b->stack[b->depth - 1] : NULL;
+	int line = top && top->key ? top->key_line : event_line(ev);
+	return sbx__set_error(err, b->bad_status,
+			      "%s:%d: YAML aliases are not supported (the value anchored at line "
+			      "%d is used again); write the value out",
+			      b->file, line, anchored ? anchored : line);
+}
+
+/* Hangs n under the open collection (or makes it the root). Takes n in every case. */
+static int attach(builder *b, sbx__node *n, sbx_error *err)
+{
+	if (b->depth == 0) {
+		b->root = n;
+		return SBX_OK;
+	}
+	frame *f = &b->stack[b->depth - 1];
+	sbx__node *p = f->node;
+	if (p->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 4;
+		sbx__node **items = sbx__realloc(p->items, cap * sizeof(*items));
+		if (items)
+			p->items = items;
+		char **keys = NULL;
+		if (items && p->kind == SBX__NODE_MAP &&
+		    (keys = sbx__realloc(p->keys, cap * sizeof(*keys))))
+			p->keys = keys;
+		if (!items || (p->kind == SBX__NODE_MAP && !keys)) {
+			sbx__node_free(n);
+			return nomem(err);
 		}
-		if (strlen(raw) != yn->data.scalar.length) {
-			sbx__free(raw);
-			rc = sbx__set_error(err, c->bad_status, "%s:%d: NUL byte in a value",
-					    c->file, n->line);
-			goto out;
-		}
-		if (c->interp && strchr(raw, '$')) {
-			rc = interpolate(raw, c->file, n->line, &n->scalar, err);
-			if (rc != SBX_OK) {
-				sbx__free(raw);
-				goto out;
-			}
+		f->cap = cap;
+	}
+	if (p->kind == SBX__NODE_MAP) {
+		p->keys[p->n] = f->key;
+		f->key = NULL;
+	}
+	p->items[p->n++] = n;
+	return SBX_OK;
+}
+
+static int scalar_value(builder *b, const yaml_event_t *ev, sbx_error *err)
+{
+	int line = event_line(ev);
+	if (b->depth + 1 > MAX_DEPTH)
+		return sbx__set_error(err, b->bad_status, "%s:%d: nesting deeper than %d levels",
+				      b->file, line, MAX_DEPTH);
+	sbx__node *n = NULL;
+	int rc = new_node(b, SBX__NODE_SCALAR, line, &n, err);
+	if (rc != SBX_OK)
+		return rc;
+	yaml_scalar_style_t style = ev->data.scalar.style;
+	n->quoted = style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+		    style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ||
+		    style == YAML_LITERAL_SCALAR_STYLE || style == YAML_FOLDED_SCALAR_STYLE;
+	size_t len = ev->data.scalar.length;
+	char *raw = sbx__strndup((const char *)ev->data.scalar.value, len);
+	if (!raw) {
+		rc = nomem(err);
+	} else if (strlen(raw) != len) {
+		rc =
+		    sbx__set_error(err, b->bad_status, "%s:%d: NUL byte in a value", b->file, line);
+	} else if (b->interp && strchr(raw, '$')) {
+		rc = interpolate(raw, b->file, line, &n->scalar, err);
+		if (rc == SBX_OK) {
 			n->raw = raw; /* kept so a secret can be recorded as its reference */
-		} else {
-			n->scalar = raw;
+			raw = NULL;
 		}
-	} else if (yn->type == YAML_SEQUENCE_NODE) {
-		n->kind = SBX__NODE_LIST;
-		size_t cnt = (size_t)(yn->data.sequence.items.top - yn->data.sequence.items.start);
-		n->items = sbx__calloc(cnt ? cnt : 1, sizeof(*n->items));
-		if (!n->items) {
-			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-			goto out;
-		}
-		for (size_t i = 0; i < cnt; i++) {
-			rc = convert(c, yn->data.sequence.items.start[i], 0, &n->items[i], err);
-			if (rc != SBX_OK)
-				goto out;
-			n->n++;
-		}
-	} else if (yn->type == YAML_MAPPING_NODE) {
-		n->kind = SBX__NODE_MAP;
-		size_t cnt = (size_t)(yn->data.mapping.pairs.top - yn->data.mapping.pairs.start);
-		n->items = sbx__calloc(cnt ? cnt : 1, sizeof(*n->items));
-		n->keys = sbx__calloc(cnt ? cnt : 1, sizeof(*n->keys));
-		key_lines = sbx__calloc(cnt ? cnt : 1, sizeof(*key_lines));
-		if (!n->items || !n->keys || !key_lines) {
-			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-			goto out;
-		}
-		for (size_t i = 0; i < cnt; i++) {
-			yaml_node_pair_t *pair = &yn->data.mapping.pairs.start[i];
-			yaml_node_t *k = yaml_document_get_node(c->doc, pair->key);
-			if (!k || k->type != YAML_SCALAR_NODE) {
-				rc = sbx__set_error(
-				    err, c->bad_status, "%s:%d: mapping keys must be plain strings",
-				    c->file, k ? (int)k->start_mark.line + 1 : n->line);
-				goto out;
-			}
-			int kline = (int)k->start_mark.line + 1;
-			char *key =
-			    sbx__strndup((const char *)k->data.scalar.value, k->data.scalar.length);
-			if (!key) {
-				rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-				goto out;
-			}
-			for (size_t j = 0; j < n->n; j++) {
-				if (strcmp(n->keys[j], key) == 0) {
-					rc = sbx__set_error(
-					    err, c->bad_status,
-					    "%s:%d: duplicate key '%s' (first at line %d)", c->file,
-					    kline, key, key_lines[j]);
-					sbx__free(key);
-					goto out;
-				}
-			}
-			n->keys[i] = key;
-			key_lines[i] = kline;
-			rc = convert(c, pair->value, kline, &n->items[i], err);
-			if (rc != SBX_OK) {
-				n->n++; /* the key is owned now; free it with the rest */
-				goto out;
-			}
-			n->n++;
-		}
+	} else {
+		n->scalar = raw;
+		raw = NULL;
 	}
-out:
-	c->depth--;
-	sbx__free(key_lines);
+	sbx__free(raw);
 	if (rc != SBX_OK) {
 		sbx__node_free(n);
 		return rc;
 	}
-	*out = n;
+	return attach(b, n, err);
+}
+
+static int scalar_key(builder *b, frame *f, const yaml_event_t *ev, sbx_error *err)
+{
+	int line = event_line(ev);
+	size_t len = ev->data.scalar.length;
+	char *key = sbx__strndup((const char *)ev->data.scalar.value, len);
+	if (!key)
+		return nomem(err);
+	if (strlen(key) != len) {
+		sbx__free(key);
+		return sbx__set_error(err, b->bad_status, "%s:%d: NUL byte in a key", b->file,
+				      line);
+	}
+	size_t first = 0;
+	int r = sbx__nameset_add(&f->seen, key, (size_t)line, &first);
+	if (r != 0) {
+		int rc = r < 0 ? nomem(err)
+			       : sbx__set_error(err, b->bad_status,
+						"%s:%d: duplicate key '%s' (first at line %d)",
+						b->file, line, key, (int)first);
+		sbx__free(key);
+		return rc;
+	}
+	f->key = key;
+	f->key_line = line;
 	return SBX_OK;
+}
+
+static int open_collection(builder *b, const yaml_event_t *ev, int kind, sbx_error *err)
+{
+	int line = event_line(ev);
+	if (b->depth + 1 > MAX_DEPTH)
+		return sbx__set_error(err, b->bad_status, "%s:%d: nesting deeper than %d levels",
+				      b->file, line, MAX_DEPTH);
+	sbx__node *n = NULL;
+	int rc = new_node(b, kind, line, &n, err);
+	if (rc == SBX_OK)
+		rc = attach(b, n, err);
+	if (rc != SBX_OK)
+		return rc;
+	frame *f = &b->stack[b->depth++];
+	memset(f, 0, sizeof(*f));
+	f->node = n;
+	return SBX_OK;
+}
+
+static void close_collection(builder *b)
+{
+	frame *f = &b->stack[--b->depth];
+	sbx__free(f->key);
+	sbx__nameset_clear(&f->seen);
+	memset(f, 0, sizeof(*f));
+}
+
+/* One event; *done set at the end of the first document (later documents are not read). */
+static int on_event(builder *b, const yaml_event_t *ev, int *done, sbx_error *err)
+{
+	frame *top = b->depth ? &b->stack[b->depth - 1] : NULL;
+	int wants_key = top && top->node->kind == SBX__NODE_MAP && !top->key;
+	int rc = SBX_OK;
+	switch (ev->type) {
+	case YAML_DOCUMENT_END_EVENT:
+	case YAML_STREAM_END_EVENT:
+		*done = 1;
+		return SBX_OK;
+	case YAML_ALIAS_EVENT:
+		return refuse_alias(b, ev, err);
+	case YAML_SCALAR_EVENT:
+		if (wants_key)
+			return scalar_key(b, top, ev, err);
+		rc = note_anchor(b, ev->data.scalar.anchor, event_line(ev), err);
+		return rc != SBX_OK ? rc : scalar_value(b, ev, err);
+	case YAML_SEQUENCE_START_EVENT:
+	case YAML_MAPPING_START_EVENT:
+		if (wants_key)
+			return sbx__set_error(err, b->bad_status,
+					      "%s:%d: mapping keys must be plain strings", b->file,
+					      event_line(ev));
+		rc = note_anchor(b,
+				 ev->type == YAML_SEQUENCE_START_EVENT
+				     ? ev->data.sequence_start.anchor
+				     : ev->data.mapping_start.anchor,
+				 event_line(ev), err);
+		if (rc != SBX_OK)
+			return rc;
+		return open_collection(
+		    b, ev, ev->type == YAML_SEQUENCE_START_EVENT ? SBX__NODE_LIST : SBX__NODE_MAP,
+		    err);
+	case YAML_SEQUENCE_END_EVENT:
+	case YAML_MAPPING_END_EVENT:
+		if (b->depth)
+			close_collection(b);
+		return SBX_OK;
+	default:
+		return SBX_OK;
+	}
+}
+
+static void builder_free(builder *b)
+{
+	while (b->depth)
+		close_collection(b);
+	for (size_t i = 0; i < b->n_anchors; i++)
+		sbx__free(b->anchors[i].name);
+	sbx__free(b->anchors);
+	sbx__node_free(b->root);
+	b->root = NULL;
 }
 
 static int empty_map(const char *name, sbx__node **out, sbx_error *err)
@@ -263,32 +393,34 @@ static int empty_map(const char *name, sbx__node **out, sbx_error *err)
 static int load(yaml_parser_t *parser, const char *name, int interp, int bad_status,
 		sbx__node **out, sbx_error *err)
 {
-	yaml_document_t doc;
+	builder b = {.file = name, .interp = interp, .bad_status = bad_status};
+	int rc = SBX_OK, done = 0;
 	*out = NULL;
-	if (!yaml_parser_load(parser, &doc)) {
-		return sbx__set_error(
-		    err, bad_status, "%s:%d: %s%s%s", name, (int)parser->problem_mark.line + 1,
-		    parser->problem ? parser->problem : "YAML syntax error",
-		    parser->context ? " " : "", parser->context ? parser->context : "");
+	while (!done && rc == SBX_OK) {
+		yaml_event_t ev;
+		if (!yaml_parser_parse(parser, &ev)) {
+			if (parser->error == YAML_MEMORY_ERROR)
+				rc = nomem(err);
+			else
+				rc = sbx__set_error(err, bad_status, "%s:%d: %s%s%s", name,
+						    (int)parser->problem_mark.line + 1,
+						    parser->problem ? parser->problem
+								    : "YAML syntax error",
+						    parser->context ? " " : "",
+						    parser->context ? parser->context : "");
+			break;
+		}
+		rc = on_event(&b, &ev, &done, err);
+		yaml_event_delete(&ev);
 	}
-	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	int rc;
-	if (!root || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
+	if (rc == SBX_OK && (!b.root || (b.root->kind == SBX__NODE_SCALAR && b.root->scalar &&
+					 !b.root->scalar[0] && !b.root->raw))) {
 		rc = empty_map(name, out, err);
-	} else {
-		size_t nodes = (size_t)(doc.nodes.top - doc.nodes.start);
-		conv_ctx c = {.doc = &doc,
-			      .file = name,
-			      .interp = interp,
-			      .bad_status = bad_status,
-			      .seen = sbx__calloc(nodes ? nodes : 1, 1)};
-		if (!c.seen)
-			rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
-		else
-			rc = convert(&c, 1, 0, out, err);
-		sbx__free(c.seen);
+	} else if (rc == SBX_OK) {
+		*out = b.root;
+		b.root = NULL;
 	}
-	yaml_document_delete(&doc);
+	builder_free(&b);
 	return rc;
 }
 
@@ -307,16 +439,17 @@ int sbx__yaml_load_string(const char *text, const char *name, int interp, int ba
 int sbx__yaml_load_file(const char *path, int interp, int bad_status, sbx__node **out,
 			sbx_error *err)
 {
-	FILE *f = fopen(path, "rbe");
-	if (!f)
-		return sbx__set_error(err, SBX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+	FILE *f = NULL;
+	int rc = sbx__open_regular(path, &f, err);
+	if (rc != SBX_OK)
+		return rc;
 	yaml_parser_t parser;
 	if (!yaml_parser_initialize(&parser)) {
 		fclose(f);
 		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	}
 	yaml_parser_set_input_file(&parser, f);
-	int rc = load(&parser, path, interp, bad_status, out, err);
+	rc = load(&parser, path, interp, bad_status, out, err);
 	yaml_parser_delete(&parser);
 	fclose(f);
 	return rc;

@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages sbx builds and tests with. Idempotent: a package already
 # present is skipped by apt, so running it on every CI start costs a few seconds.
 set -eu
-pkgs="build-essential cmake pkg-config clang-format git ca-certificates curl openssl
+pkgs="build-essential cmake pkg-config clang-format clang libclang-rt-14-dev git ca-certificates curl openssl
 libyaml-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev libarchive-dev libssl-dev
 libcriterion-dev podman runc busybox-static uidmap slirp4netns fuse-overlayfs
 bubblewrap docker.io python3"

@@ -44,6 +44,13 @@ int cli_fail(const char *cmd, int status, const sbx_error *err);
 int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* term.c: s escaped for a terminal like `ls -b` (control characters, C1 controls and bytes
+ * that are not UTF-8 as \e, \n, \r, \t or \xNN; a backslash doubled). cli_msg leaves
+ * backslashes alone (for messages). The result lives in a ring of 8 static buffers: valid
+ * for the next 7 calls, one thread only. */
+const char *cli_q(const char *s);
+const char *cli_msg(const char *s);
+
 /* A JSON string from bytes: valid UTF-8 is kept, each invalid byte becomes U+FFFD. */
 json_t *cli_json_bytes(const char *data, size_t len);
 
@@ -55,6 +62,12 @@ json_t *cli_exec_result_json(const sbx_exec_result *r);
 
 /* Parses seconds ("2.5"); -1 when malformed or negative. */
 double cli_parse_seconds(const char *s);
+
+/* tasks.c: parses one line of a rollout task file (len bytes; a NUL byte in it is refused):
+ * JSON, the task's shape (unknown keys refused), an id no earlier line has (seen: id ->
+ * line, updated). Returns the task, owned by the caller, or NULL with the reason in why. */
+json_t *task_parse(const char *line, size_t len, size_t lineno, json_t *seen, char *why,
+		   size_t cap);
 
 int cmd_plugins(const cli_globals *g, int argc, char **argv);
 int cmd_config(const cli_globals *g, int argc, char **argv);

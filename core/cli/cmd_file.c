@@ -18,7 +18,9 @@ static const char *kind_name(uint32_t k)
 
 static json_t *info_json(const sbx_file_info *fi)
 {
-	return json_pack("{s:s,s:s,s:i,s:I,s:I}", "name", fi->name, "kind", kind_name(fi->kind),
+	/* The name's exact bytes (invalid UTF-8 as U+FFFD): json_pack refuses invalid UTF-8. */
+	return json_pack("{s:o,s:s,s:i,s:I,s:I}", "name",
+			 cli_json_bytes(fi->name, strlen(fi->name)), "kind", kind_name(fi->kind),
 			 "mode", (int)fi->mode, "size", (json_int_t)fi->size, "mtime",
 			 (json_int_t)fi->mtime);
 }
@@ -59,7 +61,7 @@ int cmd_file(const cli_globals *g, int argc, char **argv)
 	} else if (strcmp(op, "write") == 0) {
 		FILE *f = left == 3 ? fopen(argv[i + 2], "rb") : stdin;
 		if (!f) {
-			fprintf(stderr, "sbx: file: cannot open %s: %s\n", argv[i + 2],
+			fprintf(stderr, "sbx: file: cannot open %s: %s\n", cli_msg(argv[i + 2]),
 				strerror(errno));
 			sbx_host_free(h);
 			return CLI_USAGE;
@@ -91,7 +93,7 @@ int cmd_file(const cli_globals *g, int argc, char **argv)
 				json_array_append_new(arr, info_json(&ents[k]));
 			else
 				printf("%-7s %10llu %s\n", kind_name(ents[k].kind),
-				       (unsigned long long)ents[k].size, ents[k].name);
+				       (unsigned long long)ents[k].size, cli_q(ents[k].name));
 		}
 		if (st == SBX_OK && flag)
 			cli_print_json(arr);
@@ -106,8 +108,8 @@ int cmd_file(const cli_globals *g, int argc, char **argv)
 			if (flag)
 				cli_print_json(j);
 			else
-				printf("%s %s %o %llu\n", fi.name, kind_name(fi.kind), fi.mode,
-				       (unsigned long long)fi.size);
+				printf("%s %s %o %llu\n", cli_q(fi.name), kind_name(fi.kind),
+				       fi.mode, (unsigned long long)fi.size);
 			json_decref(j);
 		}
 	} else if (strcmp(op, "mkdir") == 0) {
@@ -186,8 +188,8 @@ static int ls_row(void *ctx, const sbx_sandbox_record *r)
 			snprintf(owner, sizeof(owner), "detached");
 		short_id(r->id[0] ? r->id : "(creating)", f->no_trunc, id, sizeof(id));
 		age(f->now, r->created, ago, sizeof(ago));
-		printf("%-*s %-9s %-5s %-12s %-16s %s\n", f->no_trunc ? 40 : 22, id, r->state, ago,
-		       r->data_source, owner, r->run_id);
+		printf("%-*s %-9s %-5s %-12s %-16s %s\n", f->no_trunc ? 40 : 22, cli_q(id),
+		       cli_q(r->state), ago, cli_q(r->data_source), owner, cli_q(r->run_id));
 	}
 	return 0;
 }
@@ -286,9 +288,9 @@ static void gc_event(void *ctx, const sbx_gc_event *ev)
 	}
 	const char *verb = a == SBX_GC_DELETED && o->dry ? "would delete" : gc_actions[a];
 	if (ev->id[0])
-		printf("%s %s: %s", verb, ev->id, ev->reason);
+		printf("%s %s: %s", verb, cli_q(ev->id), cli_msg(ev->reason));
 	else
-		printf("%s create %s: %s", verb, ev->token, ev->reason);
+		printf("%s create %s: %s", verb, cli_q(ev->token), cli_msg(ev->reason));
 	if (ev->status != SBX_OK)
 		printf(" -- failed: %s", sbx_status_message(ev->status));
 	putchar('\n');

@@ -123,9 +123,9 @@ int cmd_plugins(const cli_globals *g, int argc, char **argv)
 			printf("%-10s %-9s %-5s %-12s %s\n", info.alias, state, abi, c,
 			       why[0] ? why : info.path);
 		} else {
-			printf("%-10s %-9s %-5s %s\n", info.alias, state, abi,
-			       info.state == SBX_PLUGIN_FAULTY && info.reason ? info.reason
-									      : info.path);
+			printf("%-10s %-9s %-5s %s\n", cli_q(info.alias), state, abi,
+			       info.state == SBX_PLUGIN_FAULTY && info.reason ? cli_msg(info.reason)
+									      : cli_q(info.path));
 		}
 	}
 	if (json)
@@ -161,7 +161,7 @@ int cmd_config(const cli_globals *g, int argc, char **argv)
 			continue;
 		memset(&err, 0, sizeof(err));
 		st = sbx_data_source_check(h, idx, &err);
-		printf("%-20s %s\n", name, alias ? alias : "(no sandbox)");
+		printf("%-20s %s\n", cli_q(name), alias ? cli_q(alias) : "(no sandbox)");
 		if (st != SBX_OK) {
 			cli_fail("config", st, &err);
 			bad = 1;

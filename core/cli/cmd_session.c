@@ -54,18 +54,20 @@ static int show_one(void *ctx, const sbx_session_record *r)
 	}
 	printf("user:        %s\nsession:     %s\nid:          %s\nstate:       %s\n"
 	       "data source: %s\nimage:       %s\nttl:         %lld\n",
-	       r->user_id, r->session_id, r->sandbox_id, r->state,
-	       r->data_source[0] ? r->data_source : "(default)",
-	       r->image[0] ? r->image : "(default)", (long long)r->ttl_seconds);
+	       cli_q(r->user_id), cli_q(r->session_id), cli_q(r->sandbox_id), cli_q(r->state),
+	       r->data_source[0] ? cli_q(r->data_source) : "(default)",
+	       r->image[0] ? cli_q(r->image) : "(default)", (long long)r->ttl_seconds);
 	for (uint32_t i = 0; i < r->n_assets; i++)
-		printf("asset:       %s -> %s\n", r->assets[i].key, r->assets[i].value);
+		printf("asset:       %s -> %s\n", cli_q(r->assets[i].key),
+		       cli_q(r->assets[i].value));
 	return 0;
 }
 
 static int list_row(void *ctx, const sbx_session_record *r)
 {
 	(void)ctx;
-	printf("%-16s %-16s %-8s %s\n", r->user_id, r->session_id, r->state, r->sandbox_id);
+	printf("%-16s %-16s %-8s %s\n", cli_q(r->user_id), cli_q(r->session_id), cli_q(r->state),
+	       cli_q(r->sandbox_id));
 	return 0;
 }
 

@@ -31,7 +31,7 @@ static void report(const char *cmd, const char *status, const char *msg)
 	if (cmd && strncmp(msg, cmd, cl) == 0 && msg[cl] == ':')
 		cmd = NULL;
 	if (cli_json_errors) {
-		char full[1200];
+		char full[2200];
 		snprintf(full, sizeof(full), "%s%s%s", cmd ? cmd : "", cmd ? ": " : "", msg);
 		json_t *e = json_pack("{s:{s:s,s:o}}", "error", "status", status, "message",
 				      cli_json_bytes(full, strlen(full)));
@@ -39,7 +39,7 @@ static void report(const char *cmd, const char *status, const char *msg)
 		json_decref(e);
 		return;
 	}
-	fprintf(stderr, "sbx: %s%s%s\n", cmd ? cmd : "", cmd ? ": " : "", msg);
+	fprintf(stderr, "sbx: %s%s%s\n", cmd ? cmd : "", cmd ? ": " : "", cli_msg(msg));
 }
 
 int cli_fail(const char *cmd, int status, const sbx_error *err)
@@ -51,7 +51,7 @@ int cli_fail(const char *cmd, int status, const sbx_error *err)
 
 int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
 {
-	char msg[1024];
+	char msg[2048];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);

@@ -56,146 +56,11 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static const char *const task_keys[] = {"id",    "commands", "data_source", "image",
-					"files", "timeout",  "metadata",    NULL};
-static const char *const command_keys[] = {"cmd", "argv", "timeout", "cwd", "env", NULL};
-
-static int known_key(const char *key, const char *const *keys)
-{
-	for (size_t i = 0; keys[i]; i++)
-		if (strcmp(keys[i], key) == 0)
-			return 1;
-	return 0;
-}
-
-/* "unknown key 'K' (HINT)" in a static buffer: validation runs on one thread. */
-static const char *unknown_key(const char *key, const char *hint)
-{
-	static char msg[256];
-	snprintf(msg, sizeof(msg), "unknown key '%.64s' (%s)", key, hint);
-	return msg;
-}
-
-/* What is wrong with one entry of 'commands', or NULL. */
-static const char *command_problem(json_t *v)
-{
-	if (json_is_string(v))
-		return NULL;
-	if (!json_is_object(v))
-		return "each command must be a string or an object with 'cmd' or 'argv'";
-	json_t *cmd = json_object_get(v, "cmd"), *argv = json_object_get(v, "argv");
-	json_t *timeout = json_object_get(v, "timeout"), *cwd = json_object_get(v, "cwd");
-	json_t *env = json_object_get(v, "env");
-	const char *key;
-	json_t *val;
-	json_object_foreach(v, key, val) if (!known_key(key, command_keys)) return unknown_key(
-	    key, "a command object has cmd, argv, timeout, cwd, env");
-	if (!json_is_string(cmd) == !json_is_array(argv))
-		return "a command object needs exactly one of 'cmd' (a string) or 'argv' (a list)";
-	if (argv && json_array_size(argv) == 0)
-		return "'argv' must not be empty";
-	size_t i;
-	json_t *a;
-	json_array_foreach(argv, i, a) if (!json_is_string(a)) return "'argv' must hold strings";
-	if (timeout && !(json_is_number(timeout) && json_number_value(timeout) >= 0))
-		return "a command's 'timeout' must be a number of seconds >= 0";
-	if (cwd && !json_is_string(cwd))
-		return "a command's 'cwd' must be a string";
-	if (env && !json_is_object(env))
-		return "a command's 'env' must be an object {NAME: value}";
-	const char *k;
-	json_object_foreach(env, k,
-			    a) if (!json_is_string(a)) return "'env' values must be strings";
-	if (env && json_object_size(env) > 64)
-		return "a command's 'env' holds at most 64 variables";
-	return NULL;
-}
-
-/* Checks one task line; on error prints "TASKS:LINE: message" and returns nonzero. */
-static int validate(json_t *t, const char *file, size_t line)
-{
-	const char *why = NULL;
-	json_t *cmds = json_object_get(t, "commands");
-	json_t *id = json_object_get(t, "id");
-	json_t *ds = json_object_get(t, "data_source");
-	json_t *files = json_object_get(t, "files");
-	json_t *image = json_object_get(t, "image");
-	json_t *meta = json_object_get(t, "metadata");
-	json_t *timeout = json_object_get(t, "timeout");
-	if (!json_is_object(t))
-		why = "a task must be a JSON object";
-	else if (!id || !(json_is_string(id) || json_is_integer(id)))
-		why = "'id' (a string or integer) is required";
-	else if (!json_is_array(cmds))
-		why = "'commands' must be a list";
-	else if (ds && !json_is_string(ds) && !json_is_integer(ds))
-		why = "'data_source' must be a name or an index";
-	else if (files && !json_is_object(files))
-		why = "'files' must be an object {path: content}";
-	else if (image && !json_is_string(image))
-		why = "'image' must be a string";
-	else if (meta && !json_is_object(meta))
-		why = "'metadata' must be an object";
-	else if (timeout && !(json_is_number(timeout) && json_number_value(timeout) >= 0))
-		why = "'timeout' must be a number of seconds >= 0";
-	else if (meta && json_object_get(meta, "docker_image") &&
-		 !json_is_string(json_object_get(meta, "docker_image")))
-		why = "'metadata.docker_image' must be a string";
-	const char *key;
-	json_t *v;
-	if (!why) {
-		/* A misspelt key ('timout', 'comands') would silently change the task. */
-		json_object_foreach(t, key, v) if (!why && !known_key(key, task_keys)) why =
-		    unknown_key(key, "a task has id, commands, data_source, image, files, timeout, "
-				     "metadata");
-	}
-	if (!why && files) {
-		json_object_foreach(files, key, v) if (!json_is_string(v)) why =
-		    "every value of 'files' must be a string";
-	}
-	size_t i;
-	json_array_foreach(why ? NULL : cmds, i, v)
-	{
-		why = command_problem(v);
-		if (why)
-			break;
-	}
-	if (!why)
-		return 0;
-	fprintf(stderr, "sbx: rollout: %s:%zu: %s\n", file, line, why);
-	return 1;
-}
-
 static void release_slot_locked(rollout *ro)
 {
 	ro->holding--;
 	ro->generation++;
 	pthread_cond_broadcast(&ro->freed);
-}
-
-/* Records the id of task `t` in `seen` (id -> line); prints an error and returns nonzero when
- * an earlier line has the same id, since results are matched to tasks by id. */
-static int seen_before(json_t *seen, json_t *t, const char *file, size_t line)
-{
-	json_t *id = json_object_get(t, "id");
-	/* '#' for integers and '$' for strings keep 7 and "7" distinct. */
-	json_t *key = json_is_integer(id) ? json_sprintf("#%lld", (long long)json_integer_value(id))
-					  : json_sprintf("$%s", json_string_value(id));
-	if (!key) {
-		fprintf(stderr, "sbx: rollout: %s:%zu: out of memory\n", file, line);
-		return 1;
-	}
-	const char *k = json_string_value(key);
-	json_t *prev = json_object_get(seen, k);
-	int bad = prev != NULL;
-	if (bad)
-		fprintf(stderr, "sbx: rollout: %s:%zu: id %s%s%s repeats line %lld\n", file, line,
-			*k == '$' ? "'" : "", k + 1, *k == '$' ? "'" : "",
-			(long long)json_integer_value(prev));
-	else if (json_object_set_new(seen, k, json_integer((json_int_t)line)) != 0)
-		bad = 1;
-	json_decref(key);
-	return bad;
 }
 
 /* {stage, status, message}; the message may quote bytes that are not UTF-8 (a path), so it
@@ -706,16 +571,10 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 			k++;
 		if (!line[k])
 			continue;
-		json_error_t jerr;
-		json_t *t = json_loads(line, JSON_REJECT_DUPLICATES, &jerr);
+		char why[512];
+		json_t *t = task_parse(line, (size_t)got, lineno, seen, why, sizeof(why));
 		if (!t) {
-			fprintf(stderr, "sbx: rollout: %s:%zu: not valid JSON: %s\n", tasks_path,
-				lineno, jerr.text);
-			bad = 1;
-			continue;
-		}
-		if (validate(t, tasks_path, lineno) || seen_before(seen, t, tasks_path, lineno)) {
-			json_decref(t);
+			fprintf(stderr, "sbx: rollout: %s:%zu: %s\n", tasks_path, lineno, why);
 			bad = 1;
 			continue;
 		}

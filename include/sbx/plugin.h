@@ -17,6 +17,9 @@
  *        retries once under auto_resume.
  *        sbx_host_api grows state_dir_for(cfg): the plugins' folder of the host that made the
  *        config. state_dir(void) stays for 1.0 plugins (the host made last in the process).
+ *        Every plugin config also carries the host's key max_file_bytes (config_int): a
+ *        plugin stops reading a file past it and fails with SBX_E_LIMIT; the host checks
+ *        what read_file returns against it too.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -38,6 +39,7 @@
 
 #include "cgroup.h"
 #include "exec.h"
+#include "files.h"
 #include "meta.h"
 #include "ns.h"
 #include "spawn.h"
@@ -45,7 +47,8 @@
 
 extern char **environ;
 
-#define TAG_ENV "SBX_LOCAL_SANDBOX"
+#define TAG_ENV      "SBX_LOCAL_SANDBOX"
+#define EXEC_TAG_ENV "SBX_LOCAL_EXEC" /* one per exec: what a timeout kills beyond the cgroup */
 
 /* What the child reports on the error pipe when it cannot run the command. */
 #define STAGE_SETUP  1
@@ -54,6 +57,8 @@ extern char **environ;
 #define STAGE_EXEC   4
 #define STAGE_FORK   5
 #define STAGE_JOIN   6
+
+static void kill_by_env(const char *name, const char *value);
 
 typedef struct child_report {
 	int stage;
@@ -64,6 +69,7 @@ typedef struct plan {
 	char *const *argv;
 	char *const *envp;
 	const char *cwd;
+	int cwd_fd;       /* the cwd opened beneath the work dir, or -1: chdir(cwd) */
 	const char *path; /* PATH for the search of argv[0] */
 	int in_fd, out_fd, err_fd;
 	int report_fd;             /* where a failed set-up is reported, -1: into `rep` */
@@ -142,7 +148,7 @@ static void run_command(const plan *p)
 	int er = fcntl(p->err_fd, F_DUPFD_CLOEXEC, 3);
 	if (in < 0 || out < 0 || er < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(er, 2) < 0)
 		report(p, STAGE_SETUP, errno);
-	if (chdir(p->cwd) != 0)
+	if ((p->cwd_fd >= 0 ? fchdir(p->cwd_fd) : chdir(p->cwd)) != 0)
 		report(p, STAGE_CHDIR, errno);
 	const char *file = p->argv[0];
 	if (strchr(file, '/')) {
@@ -312,7 +318,8 @@ static void enter_sandbox(const plan *p)
 
 static void run_helper(const plan *p)
 {
-	int keep[] = {p->in_fd, p->out_fd, p->err_fd, p->report_fd, p->status_fd, p->control_fd};
+	int keep[] = {p->in_fd,     p->out_fd,     p->err_fd, p->report_fd,
+		      p->status_fd, p->control_fd, p->cwd_fd};
 	/* Ends of other threads' pipes inherited by fork would stay open in this process, which
 	 * never execs, and delay their EOF. */
 	close_others(keep, sizeof(keep) / sizeof(keep[0]));
@@ -532,11 +539,13 @@ static const char *find_shell(const char *path, const local_join *j, char *buf, 
 	return buf;
 }
 
-/* The environment: the host's (inherit_env) or a default, except that a sandbox with a tree
- * of its own (rootfs: DIR, image) starts from its image's Env or the default, never from the
- * host's; then what create saved, the request's, PWD and the tag. */
-static int build_env(const local_state *st, const char *id, const char *cwd,
-		     const sbx_exec_request *req, const local_join *j, strv *env, sbx_error *err)
+/* The environment: the documented base (env.c: PATH, LANG, TERM, HOME the work dir, plus
+ * env_passthrough), the host's whole environment (inherit_env), or, for a sandbox with a tree
+ * of its own (rootfs: DIR, image), its image's Env or the base, never the host's; then what
+ * create saved, the request's, PWD and the tags. */
+static int build_env(const local_state *st, const char *id, const char *work, const char *cwd,
+		     const char *exec_tag, const sbx_exec_request *req, const local_join *j,
+		     strv *env, sbx_error *err)
 {
 	const sbx_host_api *h = sbxs_host;
 	char **saved = NULL;
@@ -560,10 +569,17 @@ static int build_env(const local_state *st, const char *id, const char *cwd,
 			if (strchr(*e, '=') && strv_set(env, *e) != 0)
 				goto nomem;
 	} else {
+		/* The documented base (env.c); the host's own variables only by name. */
 		if (strv_set(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/"
 				  "bin") != 0 ||
-		    strv_set(env, "LANG=C.UTF-8") != 0 || strv_set2(env, "HOME", cwd) != 0)
+		    strv_set(env, "LANG=C.UTF-8") != 0 || strv_set(env, "TERM=dumb") != 0 ||
+		    strv_set2(env, "HOME", work) != 0)
 			goto nomem;
+		for (char **name = st->passthrough; name && *name; name++) {
+			const char *v = getenv(*name);
+			if (v && strv_set2(env, *name, v) != 0)
+				goto nomem;
+		}
 	}
 	for (size_t i = 0; saved && saved[i]; i++)
 		if (strv_set(env, saved[i]) != 0)
@@ -571,7 +587,8 @@ static int build_env(const local_state *st, const char *id, const char *cwd,
 	for (uint32_t i = 0; i < req->n_env; i++)
 		if (strv_set2(env, req->env[i].key, req->env[i].value) != 0)
 			goto nomem;
-	if (strv_set2(env, "PWD", cwd) != 0 || strv_set2(env, TAG_ENV, id) != 0)
+	if (strv_set2(env, "PWD", cwd) != 0 || strv_set2(env, TAG_ENV, id) != 0 ||
+	    strv_set2(env, EXEC_TAG_ENV, exec_tag) != 0)
 		goto nomem;
 	local_strv_free(saved);
 	free(image_env);
@@ -616,10 +633,12 @@ static void close_child_ends(plan *p)
 	close_fd(&p->status_fd);
 	close_fd(&p->control_fd);
 	close_fd(&p->cg_fd);
+	close_fd(&p->cwd_fd);
 }
 
 typedef struct run {
 	pid_t child;
+	int lost; /* the subreaper helper died before reporting: the exit status is unknown */
 	int pidfd;
 	int out_r, err_r, in_w;
 	int status_r, control_w;
@@ -658,8 +677,10 @@ static void check_exit(const local_state *st, run *r)
 			r->status = status;
 			r->exited = 1;
 		} else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-			r->status = SIGKILL; /* the helper died: treat the command as killed */
+			/* The helper died unasked: the command (or someone) killed it. */
+			r->status = SIGKILL;
 			r->exited = 1;
+			r->lost = 1;
 		}
 		return;
 	}
@@ -741,27 +762,44 @@ static void drain(const sbx_exec_request *req, run *r, int ms, int *out_rc)
 	}
 }
 
-static int resolve_cwd(const char *work, const sbx_exec_request *req, char *buf, size_t cap,
-		       sbx_error *err)
+/* Where the command starts: the work dir, or req->cwd resolved beneath it (relative, or
+ * absolute inside it) and opened, so the child enters exactly the folder that was checked
+ * (fchdir) and `--cwd /` or `../../..` are refused. In namespaces an absolute cwd outside the
+ * work dir names a folder of the sandbox's own root, entered by path after joining its mount
+ * namespace (a descriptor from the host's would lead back out of it). */
+static int resolve_cwd(local_state *st, const char *id, const char *work,
+		       const sbx_exec_request *req, char *buf, size_t cap, int *fd, sbx_error *err)
 {
 	const sbx_host_api *h = sbxs_host;
+	const char *c = req->cwd;
+	*fd = -1;
+	int inside = c && c[0] == '/' &&
+		     (local_under(c, work) || (st->share_dir[0] && local_under(c, st->share_dir)));
 	int n;
-	if (!req->cwd || !req->cwd[0])
+	if (!c || !c[0]) {
 		n = snprintf(buf, cap, "%s", work);
-	else if (req->cwd[0] == '/')
-		n = snprintf(buf, cap, "%s", req->cwd);
-	else
-		n = snprintf(buf, cap, "%s/%s", work, req->cwd);
+	} else if (c[0] == '/' && !inside && st->iso.level == LOCAL_ISO_NAMESPACES) {
+		n = snprintf(buf, cap, "%s", c);
+	} else {
+		int rc = local_open_dir(st, id, c, fd, err);
+		if (rc != SBX_OK)
+			return rc;
+		char proc[64];
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", *fd);
+		ssize_t l = readlink(proc, buf, cap - 1);
+		n = l > 0 && (size_t)l < cap - 1 ? (int)l : -1;
+		if (n > 0)
+			buf[n] = '\0';
+		else
+			n = c[0] == '/' ? snprintf(buf, cap, "%s", c)
+					: snprintf(buf, cap, "%s/%s", work, c);
+		if (st->iso.level == LOCAL_ISO_NAMESPACES) {
+			close(*fd);
+			*fd = -1;
+		}
+	}
 	if (n < 0 || (size_t)n >= cap)
 		return h->set_error(err, SBX_E_INVAL, "local: exec: cwd is too long");
-	struct stat sb;
-	if (stat(buf, &sb) != 0)
-		return h->set_error(err, SBX_E_NO_FILE,
-				    "local: exec: cwd '%.200s' does not exist in the sandbox",
-				    req->cwd);
-	if (!S_ISDIR(sb.st_mode))
-		return h->set_error(err, SBX_E_INVAL,
-				    "local: exec: cwd '%.200s' is not a directory", req->cwd);
 	return SBX_OK;
 }
 
@@ -794,6 +832,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		 .status_r = -1,
 		 .control_w = -1};
 	plan p = {.in_fd = -1,
+		  .cwd_fd = -1,
 		  .out_fd = -1,
 		  .err_fd = -1,
 		  .report_fd = -1,
@@ -813,12 +852,20 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	if (local_cg_frozen(st, id) == 1)
 		return h->set_error(err, SBX_E_PAUSED,
 				    "local: exec: sandbox %s is paused; resume it first", id);
-	rc = resolve_cwd(work, req, cwd, sizeof(cwd), err);
+	rc = resolve_cwd(st, id, work, req, cwd, sizeof(cwd), &p.cwd_fd, err);
 	if (rc != SBX_OK)
 		return rc;
+	/* Tags the command's processes for a timeout: at the plain level a root command can
+	 * move itself out of its cgroup (contained: false), and its tag still finds it. */
+	unsigned char rnd[8];
+	char exec_tag[40];
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+		memset(rnd, 0, sizeof(rnd));
+	snprintf(exec_tag, sizeof(exec_tag), "%s.%02x%02x%02x%02x%02x%02x%02x%02x", id, rnd[0],
+		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 	rc = local_join_prepare(st, id, &join, err);
 	if (rc == SBX_OK)
-		rc = build_env(st, id, cwd, req, &join, &env, err);
+		rc = build_env(st, id, work, cwd, exec_tag, req, &join, &env, err);
 	if (rc != SBX_OK)
 		goto out;
 	p.join = join.active ? &join : NULL;
@@ -1012,6 +1059,8 @@ finish:
 			kill(-r.child, SIGKILL);
 		if (cg[0])
 			local_cg_kill(st, cg);
+		if (st->iso.level == LOCAL_ISO_PLAIN)
+			kill_by_env(EXEC_TAG_ENV, exec_tag);
 	}
 	if (kill_tree)
 		drain(req, &r, 500, &out_rc);
@@ -1033,7 +1082,16 @@ finish:
 			r.exited = 1;
 		}
 	}
-	if (rc == SBX_OK && got != (ssize_t)sizeof(rep)) {
+	if (rc == SBX_OK && r.lost) {
+		/* Not an exit code: the command may well have exited 0 after killing it. */
+		rc = h->set_error(
+		    err, SBX_E_BACKEND,
+		    "local: exec: the command's subreaper helper was killed before "
+		    "the command ended (kill -9 $PPID?): its exit status is unknown and "
+		    "what it started may be out of reach; the subreaper cannot contain "
+		    "a hostile command (use a writable cgroup, or isolation: "
+		    "namespaces)");
+	} else if (rc == SBX_OK && got != (ssize_t)sizeof(rep)) {
 		if (WIFSIGNALED(r.status)) {
 			out->exit_code = -1;
 			out->signal = WTERMSIG(r.status);
@@ -1105,8 +1163,13 @@ static int has_tag(const char *pid, const char *tag, char **buf, size_t *cap)
 
 void local_kill_tagged(const char *id)
 {
-	char tag[64];
-	int tn = snprintf(tag, sizeof(tag), TAG_ENV "=%s", id);
+	kill_by_env(TAG_ENV, id);
+}
+
+static void kill_by_env(const char *name, const char *value)
+{
+	char tag[128];
+	int tn = snprintf(tag, sizeof(tag), "%s=%s", name, value);
 	if (tn < 0 || (size_t)tn >= sizeof(tag))
 		return;
 	char *buf = NULL;

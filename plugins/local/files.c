@@ -1,7 +1,21 @@
-/* File operations confined to a sandbox's work dir. Every path is resolved beneath the work
- * dir with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS), so `..` and symlinks that lead
- * outside are refused by the kernel; where openat2 is missing (ENOSYS) a component walk with
- * O_NOFOLLOW does the same job in user space. */
+/* File operations confined to a sandbox's work dir, touching regular files only.
+ *
+ * Every path is resolved beneath the work dir with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_MAGICLINKS), so `..` and symlinks that lead outside are refused by the kernel.
+ * Where openat2 is missing (kernels before 5.6, or SBX_LOCAL_NO_OPENAT2 set) a walk does the
+ * same in user space without a window for a swap: it holds a descriptor for every folder it
+ * has entered, opens each component relative to the last one with O_NOFOLLOW (a folder
+ * swapped for a symlink fails to open instead of being followed), splices relative symlink
+ * targets into the rest of the path itself, and answers `..` by going back to a descriptor it
+ * holds, never by opening `..` on disk. (A folder the command moves out of the work dir while
+ * the walk is inside it is not caught; moving it there needs write access outside, which a
+ * command at the plain level has anyway and one in namespaces lacks.)
+ *
+ * Reads open with O_NONBLOCK and refuse anything fstat does not call a regular file, so a
+ * FIFO cannot block the host and a device cannot feed it forever; `max_file_bytes` caps what
+ * is read. Writes go to a new file beside the target, renamed over it once complete: a
+ * failed write (a full disk included) leaves the old content whole, and a hard link to a file
+ * outside the sandbox is replaced in the sandbox, never written through. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,82 +34,106 @@
 
 #define MAX_LINKS 40
 
-/* A walk without openat2: splits the path, follows relative symlinks by splicing their target
- * into the rest, refuses absolute targets and any `..` above the root. */
+/* The folders a walk has entered: fds[0] is the root, fds[n - 1] the current one. */
+typedef struct walk {
+	int *fds;
+	size_t n, cap;
+} walk;
+
+static int walk_push(walk *w, int fd)
+{
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 16;
+		int *v = realloc(w->fds, cap * sizeof(*v));
+		if (!v) {
+			close(fd);
+			return -ENOMEM;
+		}
+		w->fds = v;
+		w->cap = cap;
+	}
+	w->fds[w->n++] = fd;
+	return 0;
+}
+
+static void walk_free(walk *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		close(w->fds[i]);
+	free(w->fds);
+}
+
+/* Replaces rest with target followed by what came after the symlink (tail). */
+static int splice_link(char *rest, size_t cap, const char *target, const char *tail)
+{
+	int n = snprintf(rest, cap, "%s%s%s", target, *tail ? "/" : "", tail);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* The walk without openat2 (see the top of this file). Returns an fd or -errno. */
 static int walk_open(int root, const char *rel, int flags, mode_t mode)
 {
-	char rest[8192], resolved[8192] = "";
+	char rest[8192], tail[8192], target[4096];
 	int n = snprintf(rest, sizeof(rest), "%s", rel);
 	if (n < 0 || (size_t)n >= sizeof(rest))
 		return -ENAMETOOLONG;
-	int links = 0;
-	for (;;) {
-		char *p = rest;
-		while (*p == '/')
-			p++;
+	walk w = {0};
+	int top = fcntl(root, F_DUPFD_CLOEXEC, 3);
+	if (top < 0)
+		return -errno;
+	int links = 0, rc = walk_push(&w, top);
+	while (rc == 0) {
+		char *p = rest + strspn(rest, "/");
 		if (!*p)
 			break;
-		char *slash = strchr(p, '/');
-		size_t clen = slash ? (size_t)(slash - p) : strlen(p);
-		char comp[256];
-		if (clen >= sizeof(comp))
-			return -ENAMETOOLONG;
-		memcpy(comp, p, clen);
-		comp[clen] = '\0';
-		const char *after = slash ? slash : "";
-		int last = !slash || after[strspn(after, "/")] == '\0';
-		char tail[8192];
+		size_t clen = strcspn(p, "/");
+		const char *after = p + clen + strspn(p + clen, "/");
 		snprintf(tail, sizeof(tail), "%s", after);
-		if (strcmp(comp, ".") == 0) {
+		p[clen] = '\0';
+		int last = !*tail;
+		int cur = w.fds[w.n - 1];
+		if (strcmp(p, ".") == 0) {
 			memmove(rest, tail, strlen(tail) + 1);
 			continue;
 		}
-		if (strcmp(comp, "..") == 0) {
-			char *cut = strrchr(resolved, '/');
-			if (!resolved[0])
-				return -EXDEV;
-			if (cut)
-				*cut = '\0';
-			else
-				resolved[0] = '\0';
+		if (strcmp(p, "..") == 0) {
+			if (w.n == 1) {
+				rc = -EXDEV;
+				break;
+			}
+			close(w.fds[--w.n]);
 			memmove(rest, tail, strlen(tail) + 1);
 			continue;
 		}
-		int dfd = resolved[0] ? openat(root, resolved, O_PATH | O_DIRECTORY | O_CLOEXEC)
-				      : dup(root);
-		if (dfd < 0)
-			return -errno;
-		char target[4096];
-		ssize_t tl = readlinkat(dfd, comp, target, sizeof(target) - 1);
+		ssize_t tl = readlinkat(cur, p, target, sizeof(target) - 1);
 		if (tl >= 0) {
-			close(dfd);
 			target[tl] = '\0';
-			if (target[0] == '/' || ++links > MAX_LINKS)
-				return target[0] == '/' ? -EXDEV : -ELOOP;
-			char next[8192];
-			n = snprintf(next, sizeof(next), "%s%s", target, tail);
-			if (n < 0 || (size_t)n >= sizeof(next))
-				return -ENAMETOOLONG;
-			memcpy(rest, next, (size_t)n + 1);
+			if (target[0] == '/')
+				rc = -EXDEV;
+			else if (++links > MAX_LINKS)
+				rc = -ELOOP;
+			else
+				rc = splice_link(rest, sizeof(rest), target, tail);
 			continue;
 		}
 		if (last) {
-			int fd = openat(dfd, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
-			int e = errno;
-			close(dfd);
-			return fd >= 0 ? fd : -e;
+			int fd = openat(cur, p, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+			rc = fd >= 0 ? fd : -errno;
+			walk_free(&w);
+			return rc;
 		}
-		close(dfd);
-		size_t rl = strlen(resolved);
-		n = snprintf(resolved + rl, sizeof(resolved) - rl, "%s%s", rl ? "/" : "", comp);
-		if (n < 0 || (size_t)n >= sizeof(resolved) - rl)
-			return -ENAMETOOLONG;
-		memmove(rest, tail, strlen(tail) + 1);
+		int fd = openat(cur, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		rc = fd >= 0 ? walk_push(&w, fd) : -errno;
+		if (rc == 0)
+			memmove(rest, tail, strlen(tail) + 1);
 	}
-	/* The path named a folder already resolved (or the root). */
-	int fd = resolved[0] ? openat(root, resolved, flags | O_NOFOLLOW | O_CLOEXEC, mode)
-			     : openat(root, ".", flags | O_CLOEXEC, mode);
-	return fd >= 0 ? fd : -errno;
+	if (rc == 0) {
+		/* The path named a folder already entered (or the root). */
+		int fd = openat(w.fds[w.n - 1], ".", flags | O_CLOEXEC, mode);
+		rc = fd >= 0 ? fd : -errno;
+	}
+	walk_free(&w);
+	return rc;
 }
 
 /* Opens rel beneath root; returns an fd or -errno. */
@@ -145,6 +184,35 @@ static int fail(const char *op, const char *path, int e, sbx_error *err)
 	}
 }
 
+static const char *kind_of(mode_t m)
+{
+	return S_ISFIFO(m)   ? "a FIFO"
+	       : S_ISSOCK(m) ? "a socket"
+	       : S_ISCHR(m)  ? "a character device"
+	       : S_ISBLK(m)  ? "a block device"
+	       : S_ISLNK(m)  ? "a symbolic link"
+			     : "not a regular file";
+}
+
+/* The error for a FIFO, device or socket where a regular file was wanted. */
+static int not_regular(const char *op, const char *path, mode_t m, sbx_error *err)
+{
+	return sbxs_host->set_error(err, SBX_E_INVAL,
+				    "local: %s: '%.300s' is %s; only regular files can be "
+				    "read or written",
+				    op, path, kind_of(m));
+}
+
+size_t local_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (strncmp(path, dir, n) != 0 || (path[n] != '/' && path[n] != '\0'))
+		return 0;
+	return n;
+}
+
 /* Opens the sandbox work dir and turns `path` into a path relative to it. */
 static int prepare(local_state *st, const char *id, const char *op, const char *path, int *root,
 		   char *rel, size_t cap, sbx_error *err)
@@ -158,8 +226,11 @@ static int prepare(local_state *st, const char *id, const char *op, const char *
 		return h->set_error(err, SBX_E_INVAL, "local: %s: no path given", op);
 	const char *r = path;
 	if (path[0] == '/') {
-		size_t wl = strlen(work);
-		if (strncmp(path, work, wl) != 0 || (path[wl] != '/' && path[wl] != '\0'))
+		/* With share_dir the work dir is that host folder: its path names it too. */
+		size_t wl = local_under(path, work);
+		if (!wl && st->share_dir[0])
+			wl = local_under(path, st->share_dir);
+		if (!wl)
 			return h->set_error(err, SBX_E_PATH,
 					    "local: %s: path '%.300s' is outside the sandbox work "
 					    "dir %s",
@@ -214,32 +285,69 @@ static void fill_info(sbx_file_info *info, const struct stat *sb, const char *na
 	info->name[n] = '\0';
 }
 
+static int too_big(const char *path, uint64_t size, int64_t cap, sbx_error *err)
+{
+	return sbxs_host->set_error(err, SBX_E_LIMIT,
+				    "local: read: '%.300s' is larger than max_file_bytes "
+				    "(%llu > %lld bytes)",
+				    path, (unsigned long long)size, (long long)cap);
+}
+
 int local_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
 		    sbx_error *err)
 {
 	const sbx_host_api *h = sbxs_host;
+	local_state *st = state;
 	char rel[4096];
 	int root = -1, fd = -1;
 	char *buf = NULL;
-	int rc = prepare(state, id, "read", path, &root, rel, sizeof(rel), err);
+	int rc = prepare(st, id, "read", path, &root, rel, sizeof(rel), err);
 	if (rc != SBX_OK)
 		return rc;
-	fd = open_beneath(state, root, rel, O_RDONLY, 0);
+	fd = open_beneath(st, root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	struct stat sb;
+	if (fd == -ENXIO) {
+		/* A socket cannot be opened at all: say what it is. */
+		fd = open_beneath(st, root, rel, O_PATH, 0);
+		if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+			rc = not_regular("read", path, sb.st_mode, err);
+			goto out;
+		}
+		if (fd >= 0)
+			close(fd);
+		fd = -ENXIO;
+	}
 	if (fd < 0) {
 		rc = fail("read", path, -fd, err);
 		goto out;
 	}
-	struct stat sb;
-	if (fstat(fd, &sb) != 0 || S_ISDIR(sb.st_mode)) {
-		rc = fail("read", path, S_ISDIR(sb.st_mode) ? EISDIR : errno, err);
+	if (fstat(fd, &sb) != 0) {
+		rc = fail("read", path, errno, err);
 		goto out;
 	}
+	if (S_ISDIR(sb.st_mode)) {
+		rc = fail("read", path, EISDIR, err);
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		rc = not_regular("read", path, sb.st_mode, err);
+		goto out;
+	}
+	if (sb.st_size > st->max_file_bytes) {
+		rc = too_big(path, (uint64_t)sb.st_size, st->max_file_bytes, err);
+		goto out;
+	}
+	/* The file may grow while it is read: the cap holds for what is read, not the size. */
 	size_t cap = (size_t)sb.st_size + 1, used = 0;
 	buf = h->alloc(cap + 1);
 	if (!buf)
 		goto nomem;
 	for (;;) {
 		if (used == cap) {
+			if ((int64_t)used > st->max_file_bytes) {
+				rc = too_big(path, used, st->max_file_bytes, err);
+				goto out;
+			}
 			char *nb = h->realloc(buf, cap * 2 + 1);
 			if (!nb)
 				goto nomem;
@@ -256,6 +364,10 @@ int local_read_file(void *state, const char *id, const char *path, void **data, 
 		if (r == 0)
 			break;
 		used += (size_t)r;
+	}
+	if ((int64_t)used > st->max_file_bytes) {
+		rc = too_big(path, used, st->max_file_bytes, err);
+		goto out;
 	}
 	buf[used] = '\0';
 	*data = buf;
@@ -308,44 +420,123 @@ static int mkdirs(local_state *st, int root, const char *rel)
 	return 0;
 }
 
-int local_write_file(void *state, const char *id, const char *path, const void *data, size_t len,
-		     uint32_t mode, sbx_error *err)
+/* Opens the folder holding rel's last entry and puts the entry's name in `name`; a symlink
+ * there is followed (beneath the root) to the entry it names, as writing through a path
+ * would. Returns the folder's fd or -errno. */
+static int open_parent(local_state *st, int root, const char *rel, char *name, size_t cap)
 {
-	char rel[4096], parent[4096], copy[4096];
-	int root = -1, fd = -1;
-	int rc = prepare(state, id, "write", path, &root, rel, sizeof(rel), err);
-	if (rc != SBX_OK)
-		return rc;
-	snprintf(copy, sizeof(copy), "%s", rel);
-	split(copy, parent, sizeof(parent));
-	int e = mkdirs(state, root, parent);
-	if (e != 0) {
-		rc = fail("write", path, e, err);
-		goto out;
+	char cur[8192], parent[8192], target[4096];
+	int n = snprintf(cur, sizeof(cur), "%s", rel);
+	if (n < 0 || (size_t)n >= sizeof(cur))
+		return -ENAMETOOLONG;
+	for (int links = 0;; links++) {
+		const char *last = split(cur, parent, sizeof(parent));
+		if (!*last || strcmp(last, ".") == 0 || strcmp(last, "..") == 0)
+			return -EISDIR;
+		if ((size_t)snprintf(name, cap, "%s", last) >= cap)
+			return -ENAMETOOLONG;
+		int pfd = open_beneath(st, root, parent, O_PATH | O_DIRECTORY, 0);
+		if (pfd < 0)
+			return pfd;
+		ssize_t tl = readlinkat(pfd, name, target, sizeof(target) - 1);
+		if (tl < 0)
+			return pfd;
+		close(pfd);
+		target[tl] = '\0';
+		if (target[0] == '/')
+			return -EXDEV;
+		if (links >= MAX_LINKS)
+			return -ELOOP;
+		n = snprintf(cur, sizeof(cur), "%s/%s", parent, target);
+		if (n < 0 || (size_t)n >= sizeof(cur))
+			return -ENAMETOOLONG;
 	}
-	mode_t m = mode ? (mode_t)(mode & 07777) : 0644;
-	fd = open_beneath(state, root, rel, O_WRONLY | O_CREAT | O_TRUNC, m);
-	if (fd < 0) {
-		rc = fail("write", path, -fd, err);
-		goto out;
-	}
-	const char *p = data;
+}
+
+/* Writes all of data to fd; 0 or an errno. */
+static int write_all(int fd, const char *p, size_t len)
+{
 	while (len > 0) {
 		ssize_t w = write(fd, p, len);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w < 0) {
-			rc = fail("write", path, errno, err);
-			goto out;
-		}
+		if (w < 0)
+			return errno;
 		p += w;
 		len -= (size_t)w;
 	}
-	if (mode)
-		fchmod(fd, m);
+	return 0;
+}
+
+/* Writes data into a new file `tmp` in pfd and renames it over `name`. 0 or an errno; the
+ * new file is gone again on failure. */
+static int replace(int pfd, const char *name, const char *tmp, const void *data, size_t len,
+		   mode_t m, const struct stat *old)
+{
+	int fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno;
+	int e = write_all(fd, data, len);
+	if (e == 0 && fchmod(fd, m) != 0)
+		e = errno;
+	/* The owner stays (best effort: only root may give a file away). */
+	if (e == 0 && old && fchown(fd, old->st_uid, old->st_gid) != 0 && errno != EPERM)
+		e = errno;
+	if (close(fd) != 0 && e == 0)
+		e = errno;
+	if (e == 0 && renameat(pfd, tmp, pfd, name) != 0)
+		e = errno;
+	if (e != 0)
+		unlinkat(pfd, tmp, 0);
+	return e;
+}
+
+int local_write_file(void *state, const char *id, const char *path, const void *data, size_t len,
+		     uint32_t mode, sbx_error *err)
+{
+	local_state *st = state;
+	char rel[4096], parent[4096], copy[4096], name[256], tmp[300];
+	int root = -1, pfd = -1;
+	int rc = prepare(st, id, "write", path, &root, rel, sizeof(rel), err);
+	if (rc != SBX_OK)
+		return rc;
+	snprintf(copy, sizeof(copy), "%s", rel);
+	split(copy, parent, sizeof(parent));
+	int e = mkdirs(st, root, parent);
+	if (e == 0) {
+		pfd = open_parent(st, root, rel, name, sizeof(name));
+		e = pfd < 0 ? -pfd : 0;
+	}
+	if (e != 0) {
+		rc = fail("write", path, e, err);
+		goto out;
+	}
+	struct stat sb;
+	int exists = fstatat(pfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+	if (exists && S_ISDIR(sb.st_mode)) {
+		rc = fail("write", path, EISDIR, err);
+		goto out;
+	}
+	if (exists && !S_ISREG(sb.st_mode)) {
+		rc = not_regular("write", path, sb.st_mode, err);
+		goto out;
+	}
+	unsigned char rnd[6];
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+		memset(rnd, 0, sizeof(rnd)); /* O_EXCL still refuses a name in use */
+	snprintf(tmp, sizeof(tmp), ".sbx-write-%02x%02x%02x%02x%02x%02x-%.200s", rnd[0], rnd[1],
+		 rnd[2], rnd[3], rnd[4], rnd[5], name);
+	mode_t m = mode ? (mode_t)(mode & 07777) : exists ? (sb.st_mode & 07777) : 0644;
+	e = replace(pfd, name, tmp, data, len, m, exists ? &sb : NULL);
+	if (e == ENOSPC || e == EDQUOT)
+		rc = sbxs_host->set_error(err, SBX_E_IO,
+					  "local: write: '%.300s': %s; the file is unchanged", path,
+					  strerror(e));
+	else if (e != 0)
+		rc = fail("write", path, e, err);
 out:
-	if (fd >= 0)
-		close(fd);
+	if (pfd >= 0)
+		close(pfd);
 	close(root);
 	return rc;
 }
@@ -399,7 +590,7 @@ int local_list_dir(void *state, const char *id, const char *path, sbx_file_info 
 	int rc = prepare(state, id, "list", path, &root, rel, sizeof(rel), err);
 	if (rc != SBX_OK)
 		return rc;
-	int fd = open_beneath(state, root, rel, O_RDONLY | O_DIRECTORY, 0);
+	int fd = open_beneath(state, root, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK, 0);
 	if (fd < 0) {
 		rc = fail("list", path, -fd, err);
 		goto out;
@@ -556,4 +747,32 @@ out:
 		close(pfd);
 	close(root);
 	return rc;
+}
+
+int local_open_dir(local_state *st, const char *id, const char *path, int *fd, sbx_error *err)
+{
+	char rel[4096];
+	int root = -1;
+	int rc = prepare(st, id, "exec", path, &root, rel, sizeof(rel), err);
+	if (rc != SBX_OK)
+		return rc;
+	*fd = open_beneath(st, root, rel, O_PATH | O_DIRECTORY, 0);
+	close(root);
+	if (*fd >= 0)
+		return SBX_OK;
+	int e = -*fd;
+	*fd = -1;
+	const sbx_host_api *h = sbxs_host;
+	if (e == EXDEV || e == ELOOP)
+		return h->set_error(err, SBX_E_PATH,
+				    "local: exec: cwd '%.300s' leads outside the sandbox", path);
+	if (e == ENOTDIR)
+		return h->set_error(err, SBX_E_INVAL,
+				    "local: exec: cwd '%.300s' is not a directory in the sandbox",
+				    path);
+	if (e == ENOENT)
+		return h->set_error(err, SBX_E_NO_FILE,
+				    "local: exec: cwd '%.300s' does not exist in the sandbox",
+				    path);
+	return fail("exec", path, e, err);
 }

@@ -14,6 +14,7 @@
 
 #include "cgroup.h"
 #include "disk.h"
+#include "env.h"
 #include "exec.h"
 #include "files.h"
 #include "lifecycle.h"
@@ -28,7 +29,11 @@ static const sbx_config_key local_keys[] = {
     {.name = "working_dir", .type = SBX_KEY_STRING, .help = "alias of root"},
     {.name = "inherit_env",
      .type = SBX_KEY_BOOL,
-     .help = "commands start from the host's environment (default true)"},
+     .help = "commands start from the host's whole environment (default false: PATH, HOME, "
+	     "LANG, TERM and env_passthrough)"},
+    {.name = "env_passthrough",
+     .type = SBX_KEY_LIST,
+     .help = "names of host environment variables passed to commands"},
     {.name = "kill_mechanism",
      .type = SBX_KEY_STRING,
      .help = "auto, cgroup-v2, cgroup-v1-freezer or subreaper"},
@@ -55,6 +60,10 @@ static const sbx_config_key local_keys[] = {
     {.name = "pids", .type = SBX_KEY_INT, .help = "most processes per sandbox"},
     {.name = "cpus", .type = SBX_KEY_ANY, .help = "CPU quota per sandbox, e.g. 1.5"},
     {.name = "disk", .type = SBX_KEY_ANY, .help = "cap on the overlay's upper dir, e.g. 10G"},
+    {.name = "strict_isolation",
+     .type = SBX_KEY_BOOL,
+     .help = "refuse to start unless no command can leave the sandbox's reach (see "
+	     "'contained' in sbx plugins --json)"},
     {.name = "share_dir",
      .type = SBX_KEY_STRING,
      .help = "existing host folder that is every sandbox's work dir (NexAU LocalSandbox's "
@@ -81,6 +90,23 @@ static int mkdir_p(char *path)
 	return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
+/* Why a hostile command could leave the reach of the sandbox's timeout, pause and destroy
+ * (NULL when it cannot). At the plain level commands run with the host user's own rights. */
+static const char *uncontained_why(const local_state *st)
+{
+	if (st->iso.level == LOCAL_ISO_NAMESPACES)
+		return NULL;
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
+		return "with kill_mechanism subreaper a command can kill its subreaper helper "
+		       "(kill -9 $PPID) and drop its tag (env -u SBX_LOCAL_SANDBOX)";
+	if (geteuid() == 0)
+		return "at the plain level commands run as root with every capability: one can "
+		       "move itself out of the sandbox's cgroup and drop its tag "
+		       "(env -u SBX_LOCAL_EXEC)";
+	return "at the plain level a command can move itself to another cgroup of the "
+	       "delegated tree";
+}
+
 static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 {
 	const char *root = NULL, *mech = NULL, *share = NULL;
@@ -102,8 +128,9 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 		    "local: share_dir '%.300s' must be an existing folder given by "
 		    "its absolute path",
 		    share);
-	int inherit = 1;
-	rc = sbxs_host->config_bool(cfg, "inherit_env", &inherit, err);
+	/* The host's cap on a file read (a key the host adds to every plugin config). */
+	int64_t max_file = 256ll << 20;
+	rc = sbxs_host->config_int(cfg, "max_file_bytes", &max_file, err);
 	if (rc != SBX_OK && rc != SBX_E_NOT_FOUND)
 		return rc;
 	int64_t drain = 100;
@@ -119,8 +146,8 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 		return sbxs_host->set_error(err, SBX_E_NOMEM, "local: init: out of memory");
 	memset(st, 0, sizeof(*st));
 	st->iso.self_pidns = -1;
-	st->inherit_env = inherit != 0;
 	st->drain_ms = (int)drain;
+	st->max_file_bytes = max_file > 0 ? max_file : 256ll << 20;
 	if (share && (size_t)snprintf(st->share_dir, sizeof(st->share_dir), "%s", share) >=
 			 sizeof(st->share_dir)) {
 		rc = sbxs_host->set_error(err, SBX_E_CONFIG,
@@ -144,9 +171,21 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 					  strerror(errno));
 		goto fail;
 	}
-	rc = local_cg_detect(st, mech, err);
+	rc = local_env_init(st, cfg, err);
+	if (rc == SBX_OK)
+		rc = local_cg_detect(st, mech, err);
 	if (rc == SBX_OK)
 		rc = local_iso_init(st, cfg, err);
+	int strict = 0;
+	if (rc == SBX_OK &&
+	    (rc = sbxs_host->config_bool(cfg, "strict_isolation", &strict, err)) == SBX_E_NOT_FOUND)
+		rc = SBX_OK;
+	if (rc == SBX_OK && strict && uncontained_why(st))
+		rc = sbxs_host->set_error(
+		    err, SBX_E_CONFIG,
+		    "local: strict_isolation: commands could leave the sandbox's "
+		    "reach: %s; use isolation: namespaces",
+		    uncontained_why(st));
 	if (rc != SBX_OK)
 		goto fail;
 	sbxs_host->log(SBX_LOG_DEBUG, "local", "root %s, kill mechanism %s", st->root,
@@ -155,20 +194,23 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 	return SBX_OK;
 fail:
 	local_iso_fini(st);
+	local_strv_free(st->passthrough);
 	sbxs_host->free(st);
 	return rc;
 }
 
 static void local_fini(void *state)
 {
-	local_iso_fini(state);
-	sbxs_host->free(state);
+	local_state *st = state;
+	local_iso_fini(st);
+	local_strv_free(st->passthrough);
+	sbxs_host->free(st);
 }
 
 static int local_info(void *state, char **json, sbx_error *err)
 {
 	local_state *st = state;
-	char buf[3072], iso[1024];
+	char buf[4096], iso[1024];
 	const char *r = st->root;
 	char esc[1100];
 	size_t k = 0;
@@ -188,11 +230,14 @@ static int local_info(void *state, char **json, sbx_error *err)
 		return sbxs_host->set_error(err, SBX_E_INVAL, "local: info: too long");
 	int n = snprintf(buf, sizeof(buf),
 			 "{\"kill_mechanism\":\"%s\",\"cgroup\":\"%s\",\"root\":\"%s\","
-			 "\"pause\":%s,\"openat2\":%s,\"inherit_env\":%s,\"drain_ms\":%d,%s}",
+			 "\"pause\":%s,\"openat2\":%s,\"inherit_env\":%s,\"drain_ms\":%d,"
+			 "\"max_file_bytes\":%lld,\"contained\":%s,\"contained_why\":\"%s\",%s}",
 			 local_mechanism_name(st->kill_mechanism), st->cg_root, esc,
 			 st->kill_mechanism == LOCAL_KILL_SUBREAPER ? "false" : "true",
 			 st->use_openat2 ? "true" : "false", st->inherit_env ? "true" : "false",
-			 st->drain_ms, iso);
+			 st->drain_ms, (long long)st->max_file_bytes,
+			 uncontained_why(st) ? "false" : "true",
+			 uncontained_why(st) ? uncontained_why(st) : "", iso);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return sbxs_host->set_error(err, SBX_E_INVAL, "local: info: too long");
 	*json = sbxs_host->alloc((size_t)n + 1);

@@ -1,10 +1,12 @@
 /* The metadata file beside a sandbox's work dir: created time, labels and environment, so
  * any process can list sandboxes by label and run commands with the create's environment. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -64,9 +66,21 @@ int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *er
 			goto nomem;
 	if (json_object_set(root, "labels", labels) != 0 || json_object_set(root, "env", env) != 0)
 		goto nomem;
-	if (json_dump_file(root, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0) {
+	/* The environment given at create may hold secrets: owner-only, like the folder. */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int bad = fd < 0 || json_dumpfd(root, fd, JSON_COMPACT) != 0;
+	int e = errno;
+	if (fd >= 0 && close(fd) != 0 && !bad) {
+		bad = 1;
+		e = errno;
+	}
+	if (!bad && rename(tmp, path) != 0) {
+		bad = 1;
+		e = errno;
+	}
+	if (bad) {
 		rc = h->set_error(err, SBX_E_IO, "local: create: cannot write %s: %s", path,
-				  strerror(errno));
+				  strerror(e));
 		goto out;
 	}
 	rc = SBX_OK;

@@ -55,10 +55,12 @@ typedef struct local_state {
 	char cg_root[512];    /* <mount>/sbx/<root hash>, holding <id>/... ("" for the subreaper) */
 	int kill_mechanism;   /* LOCAL_KILL_* */
 	int inherit_env;      /* start each exec from the host process environment */
+	char **passthrough;   /* env_passthrough: host variables given to commands (or NULL) */
 	int drain_ms;         /* grace for a background child holding the output after exit */
 	char share_dir[1024]; /* "" or a host folder every sandbox's work dir links to */
 	int use_openat2;      /* 0 after openat2 reported ENOSYS (or when forced off) */
-	local_iso iso;        /* the isolated level's settings (ns.c) */
+	int64_t max_file_bytes; /* the host's cap on a file read */
+	local_iso iso;          /* the isolated level's settings (ns.c) */
 } local_state;
 
 #endif

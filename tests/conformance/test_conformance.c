@@ -10,11 +10,19 @@
  *   SBX_CONFORMANCE_SKIP    names of cases this backend cannot support, separated by commas
  *                           or spaces (e.g. "files_escape_refused,signal_death").
  *   SBX_CONFORMANCE_SLACK   seconds a timed-out call may take beyond its timeout (default 1).
+ *   SBX_CONFORMANCE_SECRETS names of environment variables whose values the config uses for
+ *                           keys the plugin declares secret (e.g. "E2B_API_KEY"): they must
+ *                           appear in no file of the state dir and in no log line.
  *
  * Cases: echo, exit_codes, signal_death, argv, cwd_env, stdin_read, heredoc_quotes,
  * bytes_preserved, output_100mb, truncation_exact, timeout_kills_escapees, background_holder,
  * files_ops, files_escape_refused, destroy_twice, concurrent_execs, pause_resume,
- * paused_exec_refused, leftover_ticker, leftover_server, leftover_holds_stdout, destroy_kills_leftovers.
+ * paused_exec_refused, leftover_ticker, leftover_server, leftover_holds_stdout,
+ * destroy_kills_leftovers, files_fifo_refused, files_device_refused, files_read_cap,
+ * files_write_replaces_hard_links, exec_cwd_stays_beneath, host_env_not_inherited,
+ * timeout_kills_cgroup_movers, secrets_stay_out_of_state_and_logs.
+ *
+ * files_read_cap assumes the config sets max_file_bytes: 1048576.
  *
  * destroy_kills_leftovers looks for the sandbox's processes in this machine's /proc: every
  * backend under test (containers through Podman, the e2b and k8s stand-ins) runs them here.
@@ -22,6 +30,7 @@
  * Every case runs in a fresh sandbox that the fixture creates and destroys. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -760,4 +769,298 @@ CASE(destroy_kills_leftovers)
 	for (int i = 0; i < 100 && (alive = count_marked(marker)) > 0; i++)
 		usleep(50 * 1000);
 	cr_assert_eq(alive, 0, "%d leftovers survived destroy", alive);
+}
+
+/* ---- what a hostile command can leave in the sandbox (issue #15) */
+
+/* Skips the running case from its body (the fixture's teardown does not run on a skip). */
+static void skip_case(const char *why)
+{
+	teardown();
+	cr_skip_test("%s", why);
+}
+
+/* A FIFO made by the command: opening it to read or write would block the caller forever. */
+CASE(files_fifo_refused)
+{
+	sbx_exec_result *r = sh("mkfifo pipe && echo ok");
+	expect_out(r, "ok\n", 0);
+	release(r);
+	cr_assert_eq(read_status("pipe"), SBX_E_INVAL, "%s", err.message);
+	cr_assert(strstr(err.message, "'pipe' is a FIFO"), "%s", err.message);
+	cr_assert_eq(sbx_write_file(host, id, "pipe", "x", 1, 0, &err), SBX_E_INVAL, "%s",
+		     err.message);
+	cr_assert(strstr(err.message, "'pipe' is a FIFO"), "%s", err.message);
+	sbx_file_info info = {0};
+	SBX_INIT_HEADER(info);
+	cr_assert_eq(sbx_stat(host, id, "pipe", &info, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(info.kind, SBX_FILE_OTHER);
+}
+
+/* /dev/zero's twin in the work dir: a read would allocate until the host ran out of memory. */
+CASE(files_device_refused)
+{
+	sbx_exec_result *r = sh("mknod zero c 1 5 2>/dev/null && echo made || echo no");
+	if (strcmp(r->stdout_text, "no\n") == 0)
+		skip_case("mknod is not allowed in this sandbox");
+	expect_out(r, "made\n", 0);
+	release(r);
+	cr_assert_eq(read_status("zero"), SBX_E_INVAL, "%s", err.message);
+	cr_assert(strstr(err.message, "'zero' is a character device"), "%s", err.message);
+	cr_assert_eq(sbx_write_file(host, id, "zero", "x", 1, 0, &err), SBX_E_INVAL, "%s",
+		     err.message);
+}
+
+CASE(files_read_cap)
+{
+	sbx_exec_result *r = sh("head -c 1048576 /dev/zero > at_cap && "
+				"head -c 1048577 /dev/zero > past_cap && echo ok");
+	expect_out(r, "ok\n", 0);
+	release(r);
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(sbx_read_file(host, id, "at_cap", &data, &len, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(len, 1048576);
+	sbx_free(data);
+	cr_assert_eq(read_status("past_cap"), SBX_E_LIMIT, "%s", err.message);
+	cr_assert(strstr(err.message, "max_file_bytes"), "%s", err.message);
+}
+
+/* A hard link from the work dir to a file outside it: a write replaces the link in the
+ * sandbox and leaves the other file (content and mode) alone. */
+CASE(files_write_replaces_hard_links)
+{
+	sbx_exec_result *r =
+	    sh("for d in .. /tmp \"$HOME\"; do f=\"$d/sbx-victim-$$\"; "
+	       "(echo original > \"$f\" && chmod 600 \"$f\" && ln \"$f\" link) 2>/dev/null "
+	       "&& { echo \"$f\"; exit 0; }; rm -f \"$f\" 2>/dev/null; done; echo none");
+	if (strcmp(r->stdout_text, "none\n") == 0)
+		skip_case("no folder outside the work dir shares its file system here");
+	cr_assert_eq(r->exit_code, 0);
+	char victim[600];
+	snprintf(victim, sizeof(victim), "%.*s", (int)strcspn(r->stdout_text, "\n"),
+		 r->stdout_text);
+	release(r);
+	cr_assert_eq(sbx_write_file(host, id, "link", "new\n", 4, 0, &err), SBX_OK, "%s",
+		     err.message);
+	sbx_kv env[] = {{"VICTIM", victim}};
+	sbx_exec_opts o = {.shell = "cat \"$VICTIM\"; ls -l \"$VICTIM\" | cut -c1-10; cat link; "
+				    "rm -f \"$VICTIM\"",
+			   .env = env,
+			   .n_env = 1};
+	SBX_INIT_HEADER(o);
+	cr_assert_eq(sbx_exec(host, id, &o, &r, &err), SBX_OK, "%s", err.message);
+	expect_out(keep(r), "original\n-rw-------\nnew\n", 0);
+	release(r);
+}
+
+static int exec_in(const char *cwd, sbx_exec_result **r)
+{
+	sbx_exec_opts o = {.shell = "pwd", .cwd = cwd};
+	SBX_INIT_HEADER(o);
+	*r = NULL;
+	int rc = sbx_exec(host, id, &o, r, &err);
+	if (*r)
+		keep(*r);
+	return rc;
+}
+
+/* A relative cwd is beneath the work dir (plugin.h): `..` and symlinks cannot lead out. */
+CASE(exec_cwd_stays_beneath)
+{
+	sbx_exec_result *r = sh("mkdir -p sub/dir && ln -s / rootlink && ln -s sub/dir inlink && "
+				"pwd");
+	cr_assert_eq(r->exit_code, 0);
+	char work[600];
+	snprintf(work, sizeof(work), "%.*s", (int)strcspn(r->stdout_text, "\n"), r->stdout_text);
+	release(r);
+	char want[700];
+	cr_assert_eq(exec_in("sub/dir", &r), SBX_OK, "%s", err.message);
+	snprintf(want, sizeof(want), "%s/sub/dir\n", strcmp(work, "/") == 0 ? "" : work);
+	expect_out(r, want, 0);
+	release(r);
+	cr_assert_eq(exec_in("inlink", &r), SBX_OK, "%s", err.message);
+	cr_assert_eq(r->exit_code, 0);
+	release(r);
+	const char *outside[] = {"../../..", "sub/../..", "rootlink", "rootlink/etc"};
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert_eq(exec_in(outside[i], &r), SBX_E_PATH, "cwd %s ran (%s) in %s",
+			     outside[i], err.message, r ? r->stdout_text : "?");
+		cr_assert(strstr(err.message, outside[i]), "%s", err.message);
+	}
+}
+
+/* The harness's environment (API keys, cloud tokens) stays out of the sandbox. */
+CASE(host_env_not_inherited)
+{
+	setenv("SBX_CONF_PLANTED", "planted-secret-4471", 1);
+	sbx_exec_result *r = sh("env; echo end");
+	unsetenv("SBX_CONF_PLANTED");
+	cr_assert_eq(r->exit_code, 0);
+	cr_assert(strstr(r->stdout_text, "end\n"), "%s", r->stdout_text);
+	cr_assert(!strstr(r->stdout_text, "planted-secret-4471"), "%s", r->stdout_text);
+	release(r);
+}
+
+/* A command that writes its pid into the root cgroup (as root on cgroup v2 that took it out of
+ * the per-exec cgroup, so a timeout missed it) is still killed with its tree. */
+CASE(timeout_kills_cgroup_movers)
+{
+	char cmd[600];
+	long me = (long)getpid();
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "setsid sh -c 'for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs; "
+	    "do [ -e \"$f\" ] && echo $$ > \"$f\"; done 2>/dev/null; sleep 2; "
+	    "echo x > conf-cgm-%ld' & "
+	    "sleep 30",
+	    me);
+	sbx_exec_result *r = sh_in(cmd, 1.0, NULL, 0);
+	cr_assert_eq(r->timed_out, 1);
+	release(r);
+	usleep(2500 * 1000);
+	r = sh("ls");
+	expect_out(r, "", 0);
+	release(r);
+}
+
+/* Whether any of the n byte strings in needles occurs in the file at path. */
+static int file_holds(const char *path, const char *const *needles, size_t n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	size_t cap = 1 << 20, len = 0, got;
+	char *buf = malloc(cap);
+	cr_assert_not_null(buf);
+	while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
+		len += got;
+		if (len == cap) {
+			char *nb = realloc(buf, cap * 2);
+			cr_assert_not_null(nb);
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	fclose(f);
+	int hit = 0;
+	for (size_t i = 0; i < n && !hit; i++)
+		hit = memmem(buf, len, needles[i], strlen(needles[i])) != NULL;
+	free(buf);
+	return hit;
+}
+
+/* Every regular file below dir holding one of needles: counted, the first named in first. */
+static int files_holding(const char *dir, const char *const *needles, size_t n, int private_ok,
+			 char *first, size_t cap, int *searched)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int found = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		struct stat sb;
+		if (lstat(path, &sb) != 0)
+			continue;
+		if (S_ISDIR(sb.st_mode)) {
+			found += files_holding(path, needles, n, private_ok, first, cap, searched);
+			continue;
+		}
+		if (!S_ISREG(sb.st_mode))
+			continue;
+		(*searched)++;
+		if (private_ok && (sb.st_mode & 077) == 0)
+			continue;
+		if (file_holds(path, needles, n)) {
+			if (!found && !first[0])
+				snprintf(first, cap, "%s", path);
+			found++;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* Planted secrets never reach the state dir (ledger, per-call output, plugin state) nor a
+ * log line: the harness's own environment, a value given to one exec, the config's secret
+ * keys; a value given to create may be kept, but only in files of mode 0600. Logs are at
+ * debug level and go to a file for the case. */
+CASE(secrets_stay_out_of_state_and_logs)
+{
+	const char *state = getenv("SBX_STATE_DIR");
+	if (!state || !*state)
+		skip_case("SBX_STATE_DIR is not set: the state dir to search is unknown");
+	char host_secret[64], create_secret[64], exec_secret[64], log[700];
+	long me = (long)getpid();
+	snprintf(host_secret, sizeof(host_secret), "host-secret-%ld-q7", me);
+	snprintf(create_secret, sizeof(create_secret), "create-secret-%ld-k3", me);
+	snprintf(exec_secret, sizeof(exec_secret), "exec-secret-%ld-z9", me);
+	/* Beside the state dir's parent is not ours to write where the suite runs as another
+	 * user (local_namespaces_userns_conformance); the temporary folder is. */
+	const char *tmp = getenv("TMPDIR");
+	snprintf(log, sizeof(log), "%s/sbx-secrets-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	setenv("SBX_CONF_HOST_SECRET", host_secret, 1);
+	setenv("SBX_LOG", "debug", 1);
+	fflush(stderr);
+	int saved = dup(2), lf = mkostemp(log, O_CLOEXEC);
+	cr_assert(saved >= 0 && lf >= 0, "%s: %s", log, strerror(errno));
+	dup2(lf, 2);
+	close(lf);
+	sbx_kv cenv[] = {{"API_TOKEN", create_secret}};
+	sbx_create_opts c = {.image = getenv("SBX_CONFORMANCE_IMAGE"), .env = cenv, .n_env = 1};
+	SBX_INIT_HEADER(c);
+	if (c.image && !*c.image)
+		c.image = NULL;
+	char other[SBX_ID_MAX];
+	int crc = sbx_create(host, &c, other, &err);
+	sbx_exec_result *r = NULL;
+	int erc = SBX_E_INVAL;
+	if (crc == SBX_OK) {
+		sbx_kv eenv[] = {{"EXEC_TOKEN", exec_secret}};
+		sbx_exec_opts o = {.shell = "test \"$API_TOKEN\" = \"${API_TOKEN%-k3}-k3\" && "
+					    "test -n \"$EXEC_TOKEN\" && echo ok",
+				   .env = eenv,
+				   .n_env = 1};
+		SBX_INIT_HEADER(o);
+		erc = sbx_exec(host, other, &o, &r, &err);
+		sbx_write_file(host, other, "f.txt", "data", 4, 0, NULL);
+	}
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	unsetenv("SBX_LOG");
+	unsetenv("SBX_CONF_HOST_SECRET");
+	cr_assert_eq(crc, SBX_OK, "%s", err.message);
+	cr_assert_eq(erc, SBX_OK, "%s", err.message);
+	expect_out(keep(r), "ok\n", 0);
+	release(r);
+	const char *never[8] = {host_secret, exec_secret};
+	size_t n = 2;
+	for (const char *p = getenv("SBX_CONFORMANCE_SECRETS"); p && *p && n < 7;) {
+		p += strspn(p, ", ");
+		size_t k = strcspn(p, ", ");
+		char name[128];
+		snprintf(name, sizeof(name), "%.*s", (int)k, p);
+		if (k && getenv(name) && *getenv(name))
+			never[n++] = getenv(name);
+		p += k;
+	}
+	char first[4096] = "";
+	int searched = 0;
+	int bad = files_holding(state, never, n, 0, first, sizeof(first), &searched);
+	cr_assert_eq(bad, 0, "%d files of the state dir hold a secret, first %s", bad, first);
+	const char *created[] = {create_secret};
+	bad = files_holding(state, created, 1, 1, first, sizeof(first), &searched);
+	cr_assert_eq(bad, 0, "%d files readable by others hold create's env, first %s", bad, first);
+	cr_assert_gt(searched, 2, "only %d files under %s", searched, state);
+	never[n++] = create_secret;
+	cr_assert(!file_holds(log, never, n), "a secret is in the log %s", log);
+	cr_assert_eq(sbx_destroy(host, other, &err), SBX_OK, "%s", err.message);
+	unlink(log);
 }

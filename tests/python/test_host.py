@@ -73,6 +73,40 @@ class HostTest(unittest.TestCase):
         self.assertEqual(cm.exception.name, "SBX_E_NOT_FOUND")
         self.host.destroy(other)  # already gone: success
 
+    def test_nul_bytes_are_refused_not_cut(self):
+        # ctypes passed "a.txt\0../.." as "a.txt" and "echo hi\0; rm ..." as "echo hi".
+        self.host.write_file(self.sid, "a.txt", b"a")
+        calls = [
+            lambda: self.host.read_file(self.sid, "a.txt\0../../etc/passwd"),
+            lambda: self.host.write_file(self.sid, "b\0c", b"x"),
+            lambda: self.host.exec(self.sid, "echo hi\0; touch pwned"),
+            lambda: self.host.exec(self.sid, ["echo", "a\0b"]),
+            lambda: self.host.exec(self.sid, "true", env={"K": "v\0w"}),
+            lambda: self.host.exec(self.sid, "true", cwd="sub\0/../.."),
+            lambda: self.host.exec(self.sid + "\0x", "true"),
+            lambda: self.host.stat(self.sid, "a\0"),
+            lambda: self.host.list_dir(self.sid, ".\0"),
+            lambda: self.host.mkdir(self.sid, "m\0"),
+            lambda: self.host.remove(self.sid, "a.txt\0"),
+            lambda: self.host.create(image="img\0x"),
+            lambda: self.host.job("abc\0@" + self.sid),
+            lambda: self.host.session_start("u\0", "s"),
+        ]
+        for call in calls:
+            with self.assertRaises(ValueError) as cm:
+                call()
+            self.assertIn("NUL byte", str(cm.exception))
+        r = self.host.exec(self.sid, "ls")
+        self.assertEqual(r.stdout, "a.txt\n")
+
+    def test_env_keys_with_equals_or_empty_are_refused(self):
+        for env in ({"A=B": "c"}, {"": "c"}):
+            with self.assertRaises(ValueError) as cm:
+                self.host.exec(self.sid, "true", env=env)
+            self.assertIn("must be non-empty without '='", str(cm.exception))
+            with self.assertRaises(ValueError):
+                self.host.create(env=env)
+
     def test_bad_config_names_the_key(self):
         # Plugin keys are checked when the plugin starts: at the first create.
         with sbx.Host({"data_source": {"sandbox": {"type": "local", "no_such_key": 1}}}) as h:

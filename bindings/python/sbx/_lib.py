@@ -18,6 +18,14 @@ _HEADER = [("struct_size", ctypes.c_uint32), ("abi_major", ctypes.c_uint16),
            ("abi_minor", ctypes.c_uint16)]
 
 
+def cstr(s: str) -> bytes:
+    """s as a C string; a NUL byte would cut it short, so it is a ValueError."""
+    b = s.encode("utf-8", "surrogateescape")
+    if b"\0" in b:
+        raise ValueError("sbx: NUL byte in %r: C strings end at NUL" % (s,))
+    return b
+
+
 def init_header(s):
     s.struct_size = ctypes.sizeof(s)
     s.abi_major = ABI_MAJOR

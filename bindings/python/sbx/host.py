@@ -22,22 +22,37 @@ from .jobs import AsyncJob, Job, JobStatus, list_jobs
 
 
 def _b(s):
+    """A C string for libsbx. A NUL byte would end it early and silently cut what follows
+    (read_file("a.txt\\0../..") read a.txt, exec("echo hi\\0; ...") ran echo hi): ValueError."""
     if s is None:
         return None
     if isinstance(s, bytes):
-        return s
-    return os.fsencode(s) if isinstance(s, os.PathLike) else str(s).encode("utf-8", "surrogateescape")
+        b = s
+    elif isinstance(s, os.PathLike):
+        b = os.fsencode(s)
+    else:
+        b = str(s).encode("utf-8", "surrogateescape")
+    if b"\0" in b:
+        raise ValueError("sbx: NUL byte in %r: C strings end at NUL" % (s,))
+    return b
 
 
 def _s(b):
     return None if b is None else b.decode("utf-8", "surrogateescape")
 
 
-def _kv_array(pairs: Optional[Mapping[str, str]]):
+def _kv_array(pairs: Optional[Mapping[str, str]], env: bool = True):
     items = list((pairs or {}).items())
     arr = (_lib.KV * max(1, len(items)))()
     for i, (k, v) in enumerate(items):
-        arr[i].key = _b(k)
+        key = _b(k)
+        if not key and not env:
+            raise ValueError("sbx: a label key must not be empty")
+        if env and (not key or b"=" in key):
+            # "A=B" would set another variable (A) than the one named.
+            raise ValueError("sbx: environment variable name %r must be non-empty without '='"
+                             % (k,))
+        arr[i].key = key
         arr[i].value = _b(v)
     return arr, len(items)
 
@@ -163,7 +178,7 @@ class Host:
         opts = _lib.init_header(_lib.CreateOpts())
         opts.data_source = _b(data_source)
         opts.image = _b(image)
-        la, nl = _kv_array(labels)
+        la, nl = _kv_array(labels, env=False)
         ea, ne = _kv_array(env)
         opts.labels, opts.n_labels = la, nl
         opts.env, opts.n_env = ea, ne

@@ -54,6 +54,8 @@ class Job:
     """A handle on one background job; holds nothing but its id and the host."""
 
     def __init__(self, host, job_id: str):
+        if "\0" in job_id:
+            raise ValueError("sbx: NUL byte in job id %r: C strings end at NUL" % (job_id,))
         self._host = host
         self.id = job_id
         self.sandbox_id = job_id.split("@", 1)[1] if "@" in job_id else ""
@@ -114,7 +116,7 @@ def list_jobs(host, sandbox_id: str, cached: bool = False):
         return 0
 
     fn = _lib.JOB_FN(one)
-    host._call(host._L.sbx_job_list, host._h, sandbox_id.encode(), 1 if cached else 0, fn,
+    host._call(host._L.sbx_job_list, host._h, _lib.cstr(sandbox_id), 1 if cached else 0, fn,
                None)
     return got
 

@@ -377,6 +377,37 @@ class Local(unittest.TestCase):
         self.assertEqual(rc, 125)
         self.assertTrue(err.startswith("sbx: file: "), err)
 
+    def test_terminal_output_escapes_control_characters(self):
+        # A name a command chose: an ESC sequence, a newline, a backslash. Printed raw it would
+        # clear the terminal and forge a line; --json keeps the exact name.
+        name = "x\x1b[2J\ny\\z"
+        self.assertEqual(self.sbx("exec", self.id, "--", "touch", name)[0], 0)
+        rc, out, _ = self.sbx("file", "ls", self.id, ".")
+        self.assertEqual((rc, out), (0, "file             0 x\\e[2J\\ny\\\\z\n"))
+        rc, out, _ = self.sbx("file", "ls", "--json", self.id, ".")
+        self.assertEqual(json.loads(out)[0]["name"], name)
+        rc, out, _ = self.sbx("file", "stat", self.id, name)
+        self.assertEqual((rc, out), (0, "x\\e[2J\\ny\\\\z file 644 0\n"))
+        rc, _, err = self.sbx("file", "read", self.id, "no\x1b]0;pwned\x07")
+        self.assertEqual((rc, err), (125, "sbx: file: local: read: 'no\\e]0;pwned\\x07': no such "
+                                          "file\n"))
+
+    def test_session_ls_escapes_control_characters(self):
+        user = "u\x1b[31m"
+        rc, out, err = self.sbx("session", "start", "--user", user, "--session", "s\nx")
+        self.assertEqual(rc, 0, err)
+        sid = out.strip()
+        try:
+            rc, out, _ = self.sbx("session", "ls")
+            self.assertEqual(rc, 0)
+            rows = [line for line in out.splitlines() if sid in line]
+            self.assertEqual(rows, ["%-16s %-16s %-8s %s" % ("u\\e[31m", "s\\nx", "running", sid)])
+            rc, out, _ = self.sbx("session", "ls", "--json")
+            self.assertIn({"user": user, "session": "s\nx"},
+                          [{"user": r["user"], "session": r["session"]} for r in json.loads(out)])
+        finally:
+            self.assertEqual(self.sbx("session", "end", "--user", user, "--session", "s\nx")[0], 0)
+
 
 if __name__ == "__main__":
     unittest.main()

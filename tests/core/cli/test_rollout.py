@@ -60,6 +60,12 @@ class Validation(unittest.TestCase):
             rc, out, err = run("rollout", "--config", ok_config(), tasks)
             self.assertEqual((rc, out, err), (2, "", "sbx: rollout: %s:1: %s\n" % (tasks, why)))
 
+    def test_a_nul_byte_is_refused_not_taken_for_the_end_of_the_line(self):
+        # json_loads stopped at the NUL and ran the task without seeing the rest.
+        tasks = write("nul.jsonl", '{"id": "a", "commands": ["true"]}\0{"x": 1}\n')
+        rc, out, err = run("rollout", "--config", ok_config(), tasks)
+        self.assertEqual((rc, out, err), (2, "", "sbx: rollout: %s:1: NUL byte at column 34\n" % tasks))
+
     def test_duplicate_ids_are_refused(self):
         tasks = write("dup.jsonl", "".join(json.dumps({"id": i, "commands": []}) + "\n"
                                            for i in ["a", 7, "7", "a", 7]))

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../loader/leaks.h"
@@ -369,6 +371,71 @@ Test(config, file_config_names_the_file)
 	cr_assert_null(cfg);
 }
 
+Test(config, a_config_that_is_not_a_regular_file_is_refused_without_blocking)
+{
+	char path[600], want[800];
+	snprintf(path, sizeof(path), "%s/config-fifo-%ld", TEST_TMP_DIR, (long)getpid());
+	unlink(path);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	sbx__config *cfg = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx__config_load(path, NULL, &cfg, &err), SBX_E_CONFIG);
+	snprintf(want, sizeof(want), "config: %s: is a FIFO, not a regular file", path);
+	cr_assert_str_eq(err.message, want);
+	cr_assert_null(cfg);
+	unlink(path);
+	cr_assert_eq(sbx__config_load(TEST_TMP_DIR, NULL, &cfg, &err), SBX_E_CONFIG);
+	snprintf(want, sizeof(want), "config: %s: is a directory, not a regular file",
+		 TEST_TMP_DIR);
+	cr_assert_str_eq(err.message, want);
+}
+
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Each source's name was compared with every name before it: 200,000 sources (9 MB) took
+ * 509 s, 100,000 about a minute. Expected now: a few seconds of CPU under the sanitizers; the
+ * bound is a loose sanity bound. */
+static char *numbered_sources(size_t n, size_t *used, size_t *cap)
+{
+	*cap = n * 64 + 128;
+	char *text = malloc(*cap);
+	cr_assert_not_null(text);
+	*used = (size_t)snprintf(text, *cap,
+				 "data_source:\n  sandbox: {type: local}\n"
+				 "data_sources:\n");
+	for (size_t i = 0; i < n; i++)
+		*used += (size_t)snprintf(
+		    text + *used, *cap - *used,
+		    "  - name: source-%zu\n    sandbox: {type: local, k: %zu}\n", i, i);
+	return text;
+}
+
+Test(config, many_data_sources_load_in_linear_time, .timeout = 300)
+{
+	const size_t n = 100000;
+	size_t used, cap;
+	char *text = numbered_sources(n, &used, &cap);
+	double t0 = cpu_seconds();
+	sbx__config *cfg = load(text);
+	double took = cpu_seconds() - t0;
+	cr_assert_eq(cfg->n, n);
+	cr_assert_str_eq(find(cfg, "source-99999")->name, "source-99999");
+	keys_are(find(cfg, "source-99999"), "{\"k\":99999}");
+	sbx__config_free(cfg);
+	free(text);
+	cr_assert_lt(took, 30.0, "%zu data sources took %.2f s of CPU", n, took);
+	/* A name used twice among many is still found, with the line of the second use. */
+	text = numbered_sources(5000, &used, &cap);
+	snprintf(text + used, cap - used, "  - name: source-7\n");
+	load_fails(text, "<config>:10004: data source name 'source-7' is used twice");
+	free(text);
+}
+
 /* ---- sbx__config_for_plugin */
 
 static const sbx_config_key KEYS[] = {
@@ -411,7 +478,13 @@ static int for_plugin(const char *sandbox, const char *defaults, const sbx_plugi
 	if (rc == SBX_OK) {
 		cr_assert_not_null(pc);
 		cr_assert_not_null(pc->json);
+		/* The host's own key comes last (for_plugin_carries_max_file_bytes); the
+		 * plugin's keys are what these cases compare. */
+		cr_assert_geq(pc->map->n, 1);
+		cr_assert_str_eq(pc->map->keys[pc->map->n - 1], "max_file_bytes");
+		pc->map->n--;
 		*json = sbx__node_to_json(pc->map);
+		pc->map->n++;
 	} else {
 		cr_assert_null(pc);
 	}
@@ -439,6 +512,30 @@ static void plugin_fails(const char *sandbox, const char *defaults, const char *
 	cr_assert_eq(for_plugin(sandbox, defaults, &d, &json, &err), SBX_E_CONFIG, "%s",
 		     err.message);
 	cr_assert_str_eq(err.message, message);
+}
+
+/* Every plugin config carries the host's max_file_bytes, so plugins stop a read at the cap. */
+Test(config, for_plugin_carries_max_file_bytes)
+{
+	const char *texts[] = {"sandbox_config:\n  type: testbox\n",
+			       "sandbox_config:\n  type: testbox\n  max_file_bytes: 4096\n"};
+	const char *want[] = {"268435456", "4096"};
+	for (int i = 0; i < 2; i++) {
+		sbx__config *cfg = load(texts[i]);
+		sbx_plugin_desc d = test_desc();
+		struct sbx_config *pc = NULL;
+		sbx_error err = {0};
+		cr_assert_eq(sbx__config_for_plugin(&cfg->deflt, NULL, &d, &pc, &err), SBX_OK, "%s",
+			     err.message);
+		int64_t v = 0;
+		cr_assert_eq(sbx__host_api()->config_int(pc, "max_file_bytes", &v, &err), SBX_OK);
+		cr_assert_eq(v, strtoll(want[i], NULL, 10));
+		sbx__config_obj_free(pc);
+		sbx__config_free(cfg);
+	}
+	policy_fails(
+	    "max_file_bytes: 0",
+	    "<config>:4: 'max_file_bytes' is 0; it must be between 1 and 4611686018427387904");
 }
 
 Test(config, for_plugin_overlays_registry_defaults_with_data_source_keys)

@@ -973,3 +973,75 @@ Test(host, gc_reaps_labelled_sandboxes_the_ledger_lost_and_only_its_own)
 	sbx_host_free(b);
 	sbx_host_free(a);
 }
+
+/* An env key with '=' would set another variable than the one named ("A=B" with value "c"
+ * becomes A="B=c"), an empty one none at all: both are refused before the plugin sees them. */
+Test(host, env_keys_with_equals_or_empty_are_refused)
+{
+	sbx_host *h = new_host(config_text);
+	char id[SBX_ID_MAX];
+	create(h, NULL, id);
+	sbx_kv bad[][1] = {{{"A=B", "c"}}, {{"", "c"}}};
+	const char *want[] = {
+	    "exec: environment variable name 'A=B' contains '='; a name cannot",
+	    "exec: env 0 has an empty key",
+	};
+	for (int i = 0; i < 2; i++) {
+		sbx_exec_opts eo;
+		memset(&eo, 0, sizeof(eo));
+		SBX_INIT_HEADER(eo);
+		eo.shell = "true";
+		eo.env = bad[i];
+		eo.n_env = 1;
+		sbx_exec_result *r = NULL;
+		sbx_error err = {0};
+		cr_assert_eq(sbx_exec(h, id, &eo, &r, &err), SBX_E_INVAL);
+		cr_assert_null(r);
+		cr_assert_str_eq(err.message, want[i]);
+		sbx_create_opts co;
+		memset(&co, 0, sizeof(co));
+		SBX_INIT_HEADER(co);
+		co.env = bad[i];
+		co.n_env = 1;
+		char other[SBX_ID_MAX];
+		cr_assert_eq(sbx_create(h, &co, other, &err), SBX_E_INVAL);
+		cr_assert_str_eq(other, "");
+		char cwant[300];
+		snprintf(cwant, sizeof(cwant), "create%s", want[i] + strlen("exec"));
+		cr_assert_str_eq(err.message, cwant);
+	}
+	sbx_kv label[] = {{"", "x"}};
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	co.labels = label;
+	co.n_labels = 1;
+	sbx_error err = {0};
+	char other[SBX_ID_MAX];
+	cr_assert_eq(sbx_create(h, &co, other, &err), SBX_E_INVAL);
+	cr_assert_str_eq(err.message, "create: label 0 has an empty key");
+	cr_assert_eq(sbx_destroy(h, id, &err), SBX_OK, "%s", err.message);
+	sbx_host_free(h);
+}
+
+/* Messages quote what callers and sandboxes chose (ids, paths, file names): control
+ * characters are escaped so a message stays one line and drives no terminal. */
+Test(host, error_messages_escape_control_characters)
+{
+	sbx_host *h = new_host(config_text);
+	sbx_error err = {0};
+	cr_assert_eq(sbx_destroy(h, "hfix:\x1b[2J\nfake", &err), SBX_E_BAD_ID);
+	cr_assert_str_eq(err.message, "malformed sandbox id 'hfix:\\e[2J\\nfake'; expected "
+				      "<alias>:<backend-id> (e.g. local:3f2a9c)");
+	/* A C1 control (CSI, U+009B) and a byte that is not UTF-8. */
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	co.data_source = "x\xc2\x9b"
+			 "31m\xff";
+	char id[SBX_ID_MAX];
+	cr_assert_eq(sbx_create(h, &co, id, &err), SBX_E_CONFIG);
+	const char *want = "unknown data source 'x\\xc2\\x9b31m\\xff'; configured: ";
+	cr_assert(strncmp(err.message, want, strlen(want)) == 0, "%s", err.message);
+	sbx_host_free(h);
+}

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "loader.h"
@@ -266,4 +268,76 @@ Test(loader, every_allocation_failure_is_nomem_without_leaks)
 		cr_assert_eq(rc, SBX_E_NOMEM, "allocation %d: %s", fail_at, err.message);
 		cr_assert_null(mod);
 	}
+}
+
+/* A copy of the ok fixture in a new folder under TEST_TMP_DIR; its path goes into file. */
+static void copy_ok(char *dir, size_t dcap, char *file, size_t fcap)
+{
+	snprintf(dir, dcap, "%s/trust-XXXXXX", TEST_TMP_DIR);
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(file, fcap, "%s/sbx-copy.so", dir);
+	FILE *in = fopen(FX("ok"), "rb"), *out = fopen(file, "wb");
+	cr_assert(in && out);
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		fwrite(buf, 1, n, out);
+	fclose(in);
+	fclose(out);
+	cr_assert_eq(chmod(file, 0755), 0);
+}
+
+static void expect_refused(const char *file, const char *what, const char *why, unsigned mode,
+			   unsigned uid)
+{
+	char want[1400];
+	snprintf(want, sizeof(want),
+		 "%s: refusing to load: %s %s (mode %04o, owner uid %u); a plugin and the folders "
+		 "above it must be writable only by root or the user running sbx",
+		 file, what, why, mode, uid);
+	expect_fail(file, "ok", SBX_E_ABI, want);
+}
+
+/* Code loaded into the host runs with its rights: a plugin anyone else can replace (the file
+ * or a folder above it writable by others, or owned by another user) is refused, as PAM and
+ * sudo refuse such modules and configs. */
+Test(loader, plugin_writable_by_others_is_refused)
+{
+	char dir[600], file[700], what[700];
+	copy_ok(dir, sizeof(dir), file, sizeof(file));
+	unsigned me = (unsigned)geteuid();
+	sbx__module *mod;
+	sbx_error err;
+	cr_assert_eq(load(file, "ok", &mod, &err), SBX_OK, "%s", err.message);
+	sbx__module_unload(mod);
+	cr_assert_eq(chmod(file, 0757), 0);
+	expect_refused(file, "the file", "is writable by others", 0757, me);
+	cr_assert_eq(chmod(file, 0775), 0);
+	expect_refused(file, "the file", "is writable by others", 0775, me);
+	cr_assert_eq(chmod(file, 0755), 0);
+	cr_assert_eq(chmod(dir, 0770), 0);
+	snprintf(what, sizeof(what), "the folder %s", dir);
+	expect_refused(file, what, "is writable by others", 0770, me);
+	/* Sticky, like /tmp: nobody else may rename or remove the entries that are ours. */
+	cr_assert_eq(chmod(dir, 01777), 0);
+	cr_assert_eq(load(file, "ok", &mod, &err), SBX_OK, "%s", err.message);
+	sbx__module_unload(mod);
+	cr_assert_eq(chmod(dir, 0700), 0);
+	/* A symlink is followed to what is checked and loaded. */
+	char link[800];
+	snprintf(link, sizeof(link), "%s/link.so", dir);
+	cr_assert_eq(symlink(file, link), 0);
+	cr_assert_eq(load(link, "ok", &mod, &err), SBX_OK, "%s", err.message);
+	sbx__module_unload(mod);
+	if (me == 0) {
+		cr_assert_eq(chown(file, 65534, 65534), 0);
+		expect_refused(file, "the file", "belongs to another user", 0755, 65534);
+		cr_assert_eq(chown(file, 0, 0), 0);
+		cr_assert_eq(chown(dir, 65534, 65534), 0);
+		expect_refused(file, what, "belongs to another user", 0700, 65534);
+		cr_assert_eq(chown(dir, 0, 0), 0);
+	}
+	unlink(link);
+	unlink(file);
+	rmdir(dir);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -319,4 +320,54 @@ Test(registry, block_style_unknown_key_reports_its_line)
 	snprintf(msg, sizeof(msg),
 		 "%s:6: alias 'y': unknown key 'bogus' (valid keys: path, defaults)", top);
 	expect_error(top, msg);
+}
+
+Test(registry, a_registry_that_is_a_fifo_is_refused_without_blocking)
+{
+	char path[1024], msg[2048];
+	snprintf(path, sizeof(path), "%s/fifo.yaml", dir);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	snprintf(msg, sizeof(msg), "%s: the registry must be a regular file; this is a FIFO", path);
+	expect_error(path, msg);
+	/* A drop-in too. */
+	const char *main = put("main.yaml", "a: {path: a.so}\n");
+	dropin_dir();
+	char drop[1024];
+	snprintf(drop, sizeof(drop), "%s/registry.d/x.yaml", dir);
+	cr_assert_eq(mkfifo(drop, 0600), 0);
+	snprintf(msg, sizeof(msg), "%s: the registry must be a regular file; this is a FIFO", drop);
+	expect_error(main, msg);
+}
+
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Every alias was compared with every alias before it: 2 * 10^10 comparisons for 200,000.
+ * Expected now: a few seconds of CPU under the sanitizers; the bound is a loose sanity bound.
+ * (duplicate_alias_between_dropins pins that a repeated alias is still found.) */
+Test(registry, many_aliases_load_in_linear_time, .timeout = 300)
+{
+	const size_t n = 200000;
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/big.yaml", dir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "alias%zu: {path: p%zu.so}\n", i, i);
+	fclose(f);
+	sbx__registry *reg = NULL;
+	sbx_error err = {0};
+	double t0 = cpu_seconds();
+	cr_assert_eq(sbx__registry_load(path, &reg, &err), SBX_OK, "%s", err.message);
+	double took = cpu_seconds() - t0;
+	cr_assert_eq(reg->n, n);
+	const sbx__reg_entry *e = sbx__registry_find(reg, "alias199999");
+	cr_assert_not_null(e);
+	cr_assert_eq(e->line, 200000);
+	sbx__registry_free(reg);
+	cr_assert_lt(took, 40.0, "%zu aliases took %.2f s of CPU", n, took);
 }
