@@ -4,8 +4,9 @@
  *   exec     `bash -c 'echo hi'` through sbx_exec on `isolation: namespaces` (rootfs: host),
  *            against posix_spawn + waitpid of the same argv (the floor, target <= 1.5x), the
  *            plain level, `bwrap --unshare-all` per exec, and, with DOCKER_HOST and
- *            SBX_BENCH_DOCKER_IMAGE set, the docker backend's exec on that engine (Podman);
- *            rounds interleave the kinds so noise hits all alike;
+ *            SBX_BENCH_DOCKER_IMAGE set, the docker backend's exec on that engine (Podman;
+ *            rlimits pinned to 1024 as in tests/docker, which these VMs need); each round
+ *            runs every kind once, starting one further along, so noise hits all alike;
  *   cycle    create -> first exec -> destroy on the isolated level (target <= 20 ms);
  *   import   for each archive named in SBX_BENCH_IMAGES (comma-separated paths): the first
  *            create (unpacking into an empty cache) and a cached one.
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -48,8 +50,15 @@ static int spawn_wait(char *const argv[])
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
 	posix_spawn_file_actions_addclose(&fa, p[0]);
+	/* In a session of its own, as every sbx command: with scheduler autogroups (Debian's
+	 * default) a session is a scheduling group, and a command in the bench's session would
+	 * share its group while sbx's get one each. */
+	posix_spawnattr_t at;
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
 	pid_t pid;
-	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
+	posix_spawnattr_destroy(&at);
 	posix_spawn_file_actions_destroy(&fa);
 	close(p[1]);
 	char buf[256];
@@ -63,8 +72,8 @@ static int spawn_wait(char *const argv[])
 }
 
 /* One host for every kind (plugins take the state dir of the host made last in a process):
- * the default data source is the isolated level, "plain" the plain one, "docker" the docker
- * backend when an engine is given. */
+ * the default data source is the isolated level, "network-host" the same without a network
+ * namespace, "plain" the plain level, "docker" the docker backend when an engine is given. */
 static sbx_host *host_for(const char *state, int docker)
 {
 	char yaml[1200];
@@ -72,8 +81,13 @@ static sbx_host *host_for(const char *state, int docker)
 		 "data_source:\n  sandbox:\n    type: local\n    isolation: namespaces\n"
 		 "    image_cache: %s/cache\n"
 		 "data_sources:\n  - name: plain\n    sandbox:\n      type: local\n"
-		 "      isolation: plain\n%s",
-		 state, docker ? "  - name: docker\n    sandbox:\n      type: docker\n" : "");
+		 "      isolation: plain\n"
+		 "  - name: network-host\n    sandbox:\n      type: local\n      network: host\n%s",
+		 state,
+		 docker ? "  - name: docker\n    sandbox:\n      type: docker\n      ulimits:\n"
+			  "        - {name: nofile, soft: 1024, hard: 1024}\n"
+			  "        - {name: nproc, soft: 1024, hard: 1024}\n"
+			: "");
 	sbx_host_options o = {.config_text = yaml, .state_dir = state};
 	SBX_INIT_HEADER(o);
 	sbx_host *h = NULL;
@@ -121,6 +135,19 @@ static void destroy(sbx_host *h, const char *id)
 		die("destroy", &err);
 }
 
+/* CPU seconds this process and its reaped children have used. */
+static double cpu_now(void)
+{
+	struct rusage s, c;
+	getrusage(RUSAGE_SELF, &s);
+	getrusage(RUSAGE_CHILDREN, &c);
+	return (double)(s.ru_utime.tv_sec + s.ru_stime.tv_sec + c.ru_utime.tv_sec +
+			c.ru_stime.tv_sec) +
+	       (double)(s.ru_utime.tv_usec + s.ru_stime.tv_usec + c.ru_utime.tv_usec +
+			c.ru_stime.tv_usec) /
+		   1e6;
+}
+
 static int cmp(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -150,8 +177,12 @@ static void bench_exec(sbx_host *h, int docker, int n)
 	if (docker)
 		create(h, "docker", dimg, docker_id);
 	char *hi[] = {"bash", "-c", "echo hi", NULL};
-	char *bw[] = {"bwrap",  "--unshare-all", "--ro-bind", "/",  "/",       "--dev", "/dev",
-		      "--proc", "/proc",         "bash",      "-c", "echo hi", NULL};
+	/* The tree of rootfs: host (merged /usr, as on Debian 12), built by bwrap per exec. */
+	char *bw[] = {"bwrap",     "--unshare-all", "--ro-bind", "/usr",     "/usr",    "--symlink",
+		      "usr/bin",   "/bin",          "--symlink", "usr/lib",  "/lib",    "--symlink",
+		      "usr/lib64", "/lib64",        "--symlink", "usr/sbin", "/sbin",   "--ro-bind",
+		      "/etc",      "/etc",          "--dev",     "/dev",     "--proc",  "/proc",
+		      "--tmpfs",   "/tmp",          "bash",      "-c",       "echo hi", NULL};
 	/* Warm every path once, then rounds of one of each kind. */
 	exec_hi(h, iso_id);
 	exec_hi(h, plain_id);
@@ -160,26 +191,24 @@ static void bench_exec(sbx_host *h, int docker, int n)
 		if (!(t[k] = calloc((size_t)n, sizeof(double))))
 			die("calloc", NULL);
 	int docker_n = docker ? (n < 50 ? n : 50) : 0;
+	/* The kinds rotate through the round: what one leaves behind (bwrap's network namespace
+	 * is torn down by a kernel worker after it exits) lands on each kind alike. */
 	for (int i = 0; i < n; i++) {
-		double a = now();
-		if (spawn_wait(hi) != 0)
-			die("posix_spawn bash", NULL);
-		double b = now();
-		exec_hi(h, iso_id);
-		double c = now();
-		exec_hi(h, plain_id);
-		double d = now();
-		if (have_bwrap && spawn_wait(bw) != 0)
-			die("bwrap", NULL);
-		double e = now();
-		if (i < docker_n)
-			exec_hi(h, docker_id);
-		double f = now();
-		t[K_FLOOR][i] = b - a;
-		t[K_ISO][i] = c - b;
-		t[K_PLAIN][i] = d - c;
-		t[K_BWRAP][i] = e - d;
-		t[K_DOCKER][i] = f - e;
+		for (int j = 0; j < K_N; j++) {
+			int k = (i + j) % K_N;
+			double a = now();
+			if (k == K_FLOOR && spawn_wait(hi) != 0)
+				die("posix_spawn bash", NULL);
+			if (k == K_ISO)
+				exec_hi(h, iso_id);
+			if (k == K_PLAIN)
+				exec_hi(h, plain_id);
+			if (k == K_BWRAP && have_bwrap && spawn_wait(bw) != 0)
+				die("bwrap", NULL);
+			if (k == K_DOCKER && i < docker_n)
+				exec_hi(h, docker_id);
+			t[k][i] = now() - a;
+		}
 	}
 	double med[K_N], p90[K_N];
 	for (int k = 0; k < K_N; k++)
@@ -202,30 +231,53 @@ static void bench_exec(sbx_host *h, int docker, int n)
 		free(t[k]);
 }
 
-static void bench_cycle(sbx_host *h, int n)
+static void bench_cycle(sbx_host *h, const char *source, int n)
 {
 	double *v = calloc((size_t)n, sizeof(double));
 	double *c = calloc((size_t)n, sizeof(double));
-	if (!v || !c)
+	double *f = calloc((size_t)n, sizeof(double));
+	double *x = calloc((size_t)n, sizeof(double));
+	if (!v || !c || !f || !x)
 		die("calloc", NULL);
+	char *hi[] = {"bash", "-c", "echo hi", NULL};
+	double cpu_cycles = 0, cpu_floor = 0;
 	for (int i = 0; i < n; i++) {
 		char id[SBX_ID_MAX];
+		double u = cpu_now();
 		double a = now();
-		create(h, NULL, NULL, id);
+		create(h, source, NULL, id);
 		double b = now();
 		exec_hi(h, id);
+		x[i] = now() - b;
 		destroy(h, id);
-		v[i] = now() - a;
+		double d = now();
+		double w = cpu_now();
+		if (spawn_wait(hi) != 0)
+			die("posix_spawn bash", NULL);
+		f[i] = now() - d;
+		cpu_floor += cpu_now() - w;
+		cpu_cycles += w - u;
+		v[i] = d - a;
 		c[i] = b - a;
 	}
-	double med, p90, cmed, cp90;
+	double med, p90, cmed, cp90, fmed, fp90, xmed, xp90;
 	stats(v, n, &med, &p90);
 	stats(c, n, &cmed, &cp90);
-	printf("create -> first exec -> destroy, namespaces, rootfs host, %d cycles: median %.2f "
-	       "ms, p90 %.2f ms (create alone: median %.2f ms)\n",
-	       n, med, p90, cmed);
+	stats(f, n, &fmed, &fp90);
+	stats(x, n, &xmed, &xp90);
+	printf("create -> first exec -> destroy, %s, %d cycles: median %.2f ms, p90 %.2f ms "
+	       "(medians: create %.2f ms, first exec %.2f ms); the exec floor in the same run "
+	       "%.2f ms, so a cycle is %.1f floor execs\n",
+	       source ? source : "namespaces (rootfs host)", n, med, p90, cmed, xmed, fmed,
+	       med / fmed);
+	/* CPU time barely depends on the machine's load; the init's own is not counted. */
+	printf("  CPU per cycle %.2f ms (this process and the children it reaped), per floor "
+	       "exec %.2f ms\n",
+	       cpu_cycles / n * 1e3, cpu_floor / n * 1e3);
 	free(v);
 	free(c);
+	free(f);
+	free(x);
 }
 
 static void bench_import(sbx_host *h, const char *archive)
@@ -272,8 +324,11 @@ int main(int argc, char **argv)
 	sbx_host *h = host_for(state, docker);
 	if (n > 0)
 		bench_exec(h, docker, n);
-	if (cycles > 0)
-		bench_cycle(h, cycles);
+	if (cycles > 0) {
+		bench_cycle(h, NULL, cycles);
+		bench_cycle(h, "network-host", cycles);
+		bench_cycle(h, "plain", cycles);
+	}
 	const char *images = getenv("SBX_BENCH_IMAGES");
 	while (images && *images) {
 		const char *end = strchr(images, ',');

@@ -38,6 +38,9 @@ static const policy_key policy_keys[] = {
     {"ttl", "ttl"},
     {"auto_resume", "auto_resume"},
     {"max_jobs", "max_jobs"},
+    {"max_starting", "max_starting"},
+    {"create_rate", "create_rate"},
+    {"create_burst", "create_burst"},
     {"max_file_bytes", "max_file_bytes"},
     /* LoongSage: range-checked but unused; the host has no create-timeout policy yet. */
     {"sandbox_creation_timeout_seconds", "create_timeout"},
@@ -102,6 +105,7 @@ static void default_policy(sbx__policy *p)
 #define MAX_TIMEOUT     31536000.0
 #define MAX_TTL         315360000LL
 #define MAX_CONCURRENCY 1000000LL
+#define MAX_RATE        1000000.0 /* creates per second */
 #define MAX_CHARS       1000000000LL
 #define MAX_BYTES       4611686018427387904LL /* 2^62 */
 
@@ -131,6 +135,20 @@ static int apply_policy(sbx__policy *p, const char *key, const char *canonical, 
 		rc = sbx__scalar_int(v, key, 0, MAX_CONCURRENCY, 0, &x, err);
 		if (rc == SBX_OK)
 			p->max_concurrency = (uint64_t)x;
+		return rc;
+	}
+	if (strcmp(canonical, "max_starting") == 0) {
+		rc = sbx__scalar_int(v, key, 0, MAX_CONCURRENCY, 0, &x, err);
+		if (rc == SBX_OK)
+			p->max_starting = (uint64_t)x;
+		return rc;
+	}
+	if (strcmp(canonical, "create_rate") == 0)
+		return sbx__scalar_float(v, key, 0, MAX_RATE, 0, &p->create_rate, err);
+	if (strcmp(canonical, "create_burst") == 0) {
+		rc = sbx__scalar_int(v, key, 1, MAX_CONCURRENCY, 0, &x, err);
+		if (rc == SBX_OK)
+			p->create_burst = (uint64_t)x;
 		return rc;
 	}
 	if (strcmp(canonical, "max_jobs") == 0) {
@@ -326,6 +344,12 @@ static int apply_block(sbx__data_source *ds, const sbx__node *block, int nexau, 
 	if (rc != SBX_OK)
 		return rc;
 	const sbx__policy *p = &ds->policy;
+	if (p->create_burst && p->create_rate <= 0)
+		return sbx__set_error(err, SBX_E_CONFIG,
+				      "%s:%d: create_burst (%llu) needs create_rate, the creates "
+				      "per second that refill it",
+				      block->file, block->line,
+				      (unsigned long long)p->create_burst);
 	if (p->truncate_head_chars + p->truncate_tail_chars > p->output_char_threshold)
 		return sbx__set_error(err, SBX_E_CONFIG,
 				      "%s:%d: truncate_head_chars (%llu) + truncate_tail_chars "
@@ -652,17 +676,20 @@ static const sbx_config_key *declared(const sbx_plugin_desc *desc, const char *k
 }
 
 /* Overlays layer m on merged: each key declared, its value checked and converted into
- * values (indexed like merged). */
+ * values (indexed like merged). With host_made, m is a config the host made, so it may also
+ * carry the host's keys (host_keys), kept as they are. */
 static int overlay(sbx__node *merged, sbx__value *values, const sbx__node *m,
-		   const sbx_plugin_desc *desc, sbx_error *err)
+		   const sbx_plugin_desc *desc, int host_made, sbx_error *err)
 {
 	for (size_t i = 0; m && m->kind == SBX__NODE_MAP && i < m->n; i++) {
 		const char *key = m->keys[i];
 		const sbx_config_key *decl = declared(desc, key);
-		if (!decl)
+		sbx__value val = {0};
+		int rc = SBX_OK;
+		if (decl)
+			rc = check_type(m->items[i], key, decl, &val, err);
+		else if (!host_made || strcmp(key, "max_file_bytes") != 0)
 			return unknown_plugin_key(m->items[i], key, desc, err);
-		sbx__value val;
-		int rc = check_type(m->items[i], key, decl, &val, err);
 		if (rc != SBX_OK)
 			return rc;
 		size_t at = 0;
@@ -673,18 +700,20 @@ static int overlay(sbx__node *merged, sbx__value *values, const sbx__node *m,
 	return SBX_OK;
 }
 
-int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry_defaults,
-			   const sbx_plugin_desc *desc, struct sbx_config **out, sbx_error *err)
+/* A config of layers[0] overlaid by layers[1] (either may be NULL), its map named file:line,
+ * with the host's keys of ds; without ds, layers[0] is a config the host made (a runner's). */
+static int config_make(const sbx__node *const layers[2], const char *file, int line,
+		       const sbx__data_source *ds, const sbx_plugin_desc *desc,
+		       struct sbx_config **out, sbx_error *err)
 {
 	*out = NULL;
 	struct sbx_config *cfg = sbx__calloc(1, sizeof(*cfg));
-	if (!cfg || new_map(ds->file, ds->line, &cfg->map) != SBX_OK) {
+	if (!cfg || new_map(file, line, &cfg->map) != SBX_OK) {
 		sbx__free(cfg);
 		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	}
 	/* At most one entry per key of the two layers, and the host's own. */
 	size_t most = 2;
-	const sbx__node *layers[2] = {registry_defaults, ds->keys};
 	for (int l = 0; l < 2; l++)
 		most += layers[l] && layers[l]->kind == SBX__NODE_MAP ? layers[l]->n : 0;
 	cfg->values = sbx__calloc(most, sizeof(*cfg->values));
@@ -692,13 +721,29 @@ int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry
 	int rc =
 	    cfg->values && cfg->json ? SBX_OK : sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	for (int l = 0; l < 2 && rc == SBX_OK; l++)
-		rc = overlay(cfg->map, cfg->values, layers[l], desc, err);
-	if (rc == SBX_OK && host_keys(cfg->map, ds) != SBX_OK)
+		rc = overlay(cfg->map, cfg->values, layers[l], desc, !ds, err);
+	if (rc == SBX_OK && ds && host_keys(cfg->map, ds) != SBX_OK)
 		rc = sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	if (rc != SBX_OK) {
 		sbx__config_obj_free(cfg);
 		return rc;
 	}
+	cfg->desc = desc;
 	*out = cfg;
 	return SBX_OK;
+}
+
+int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry_defaults,
+			   const sbx_plugin_desc *desc, struct sbx_config **out, sbx_error *err)
+{
+	const sbx__node *layers[2] = {registry_defaults, ds->keys};
+	return config_make(layers, ds->file, ds->line, ds, desc, out, err);
+}
+
+int sbx__config_from_map(const sbx__node *map, const sbx_plugin_desc *desc, struct sbx_config **out,
+			 sbx_error *err)
+{
+	const sbx__node *layers[2] = {map, NULL};
+	return config_make(layers, map ? map->file : NULL, map ? map->line : 0, NULL, desc, out,
+			   err);
 }

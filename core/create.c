@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "host_internal.h"
 
 /* Labels the host puts on every sandbox, before the caller's. */
@@ -181,8 +182,18 @@ static int send_create(creation *c, const sbx__route *r, char id[SBX_ID_MAX], sb
 			      c->ds->alias);
 }
 
-/* The create proper, once the data source's plugin state is known and a place under its
- * max_concurrency is reserved: ledger row, plugin create, confirmation. */
+/* The row is inserted only where the data source's caps leave room (caps.c counts every
+ * process's rows in the same transaction); without caps it is simply written. */
+static int begin(creation *c, sbx_error *err)
+{
+	const sbx__policy *p = &c->ds->policy;
+	if (!p->max_concurrency && !p->max_starting && p->create_rate <= 0)
+		return sbx__ledger_begin(c->led, &c->row, err);
+	return sbx__caps_admit(c->led, p, &c->row, c->opts ? c->opts->wait_seconds : 0, err);
+}
+
+/* The create proper, once the data source's plugin state is known: ledger row (under the
+ * caps), plugin create, confirmation. */
 static int create_in(creation *c, const sbx__route *r, char id[SBX_ID_MAX], sbx_error *err)
 {
 	int rc = sbx__host_ledger(c->host, &c->led, err);
@@ -192,7 +203,7 @@ static int create_in(creation *c, const sbx__route *r, char id[SBX_ID_MAX], sbx_
 	fill_row(c);
 	if (make_labels(c) != SBX_OK || record_config(c, r) != SBX_OK)
 		return sbx__nomem(err, "create");
-	rc = sbx__ledger_begin(c->led, &c->row, err);
+	rc = begin(c, err);
 	if (rc != SBX_OK)
 		return rc;
 	sbx_error e = {0};
@@ -238,23 +249,6 @@ static int create_source(sbx_host *host, const sbx_create_opts *opts, const sbx_
 	return SBX_OK;
 }
 
-/* Reserves a place under the data source's max_concurrency (live plus in flight). */
-static int reserve(sbx_host *host, const sbx__data_source *ds, sbx__state *ps, sbx_error *err)
-{
-	uint64_t cap = ds->policy.max_concurrency;
-	int rc = SBX_OK;
-	pthread_mutex_lock(&host->lock);
-	if (cap && ps->live + ps->inflight >= cap)
-		rc = sbx__set_error(err, SBX_E_LIMIT,
-				    "create: data source '%s' has %llu live sandboxes, its "
-				    "max_concurrency; destroy one first",
-				    ds->name, (unsigned long long)cap);
-	else
-		ps->inflight++;
-	pthread_mutex_unlock(&host->lock);
-	return rc;
-}
-
 int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX], sbx_error *err)
 {
 	if (!host || !id)
@@ -268,17 +262,12 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 		rc = create_source(host, c.opts, &c.ds, err);
 	if (rc == SBX_OK)
 		rc = sbx__route_alias(host, c.ds->alias, c.ds, &r, err);
-	if (rc == SBX_OK)
-		rc = reserve(host, c.ds, r.ps, err);
 	if (rc != SBX_OK)
 		return rc;
 	c.now = (int64_t)time(NULL);
 	c.ttl = c.opts && c.opts->ttl_seconds > 0 ? c.opts->ttl_seconds : c.ds->policy.ttl;
 	rc = create_in(&c, &r, id, err);
 	sbx__free(c.labels);
-	pthread_mutex_lock(&host->lock);
-	r.ps->inflight--;
-	pthread_mutex_unlock(&host->lock);
 	return rc;
 }
 

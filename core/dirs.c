@@ -3,34 +3,39 @@
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "internal.h"
 
-int sbx__mkdirs(const char *path)
+/* Makes buf's missing ancestors from the nearest existing one down: a path whose parent
+ * exists costs one mkdir, one missing level two, never a walk from the root. */
+static int mkdirs_in(char *buf)
 {
-	/* The parent usually exists: one syscall in the common case. */
-	if (mkdir(path, 0700) == 0 || errno == EEXIST)
+	if (mkdir(buf, 0700) == 0 || errno == EEXIST)
 		return 0;
 	if (errno != ENOENT)
 		return errno;
+	char *slash = strrchr(buf, '/');
+	if (!slash || slash == buf)
+		return ENOENT;
+	*slash = '\0';
+	int e = mkdirs_in(buf);
+	*slash = '/';
+	if (e != 0)
+		return e;
+	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+		return errno;
+	return 0;
+}
+
+int sbx__mkdirs(const char *path)
+{
 	char buf[4096];
 	int n = snprintf(buf, sizeof(buf), "%s", path);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return ENAMETOOLONG;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		int rc = mkdir(buf, 0700);
-		int e = errno;
-		*p = '/';
-		if (rc != 0 && e != EEXIST)
-			return e;
-	}
-	if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-		return errno;
-	return 0;
+	return mkdirs_in(buf);
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

@@ -48,9 +48,7 @@ typedef struct sbx__state {
 	void *state;
 	struct sbx_config *cfg;
 	int inited;
-	uint64_t live;     /* sandboxes this host created from it and has not destroyed */
-	uint64_t inflight; /* creates under way */
-	char *recorded;    /* made from a ledger row's recorded config (that JSON), else NULL */
+	char *recorded; /* made from a ledger row's recorded config (that JSON), else NULL */
 } sbx__state;
 
 /* A sandbox this host created, and the state that created it. */
@@ -124,7 +122,7 @@ int sbx__route_alias(sbx_host *h, const char *alias, const sbx__data_source *ds,
 void sbx__state_free(sbx_host *h, sbx__state *ps);
 /* Fills r for the sandbox id: its alias's slot and the state that serves it. */
 int sbx__route_id(sbx_host *h, const char *id, sbx__route *r, sbx_error *err);
-/* Notes that this host created id from ps (ps->live counts it). SBX_E_NOMEM. */
+/* Notes that this host created id from ps. SBX_E_NOMEM. */
 int sbx__route_remember(sbx_host *h, const char *id, sbx__state *ps);
 /* Drops the note of sbx__route_remember, if any. */
 void sbx__route_forget(sbx_host *h, const char *id);

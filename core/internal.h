@@ -150,12 +150,26 @@ int sbx__scalar_float(const sbx__node *v, const char *key, double lo, double hi,
 int sbx__scalar_bool(const sbx__node *v, const char *key, int secret, int *out, sbx_error *err);
 
 /* ---- registry (registry.c) */
+/* How a plugin runs: the registry entry's `runner` key (runner_conf.c). */
+#define SBX__RUNNER_DEFAULT 0 /* inproc for a plugin that ships with sbx, else process */
+#define SBX__RUNNER_INPROC  1
+#define SBX__RUNNER_PROCESS 2
+
+typedef struct sbx__runner_opts {
+	int mode;             /* SBX__RUNNER_* */
+	uint64_t grace_ms;    /* a call may run this long past its timeout; default 30 s */
+	uint64_t timeout_ms;  /* calls without a timeout of their own; 0 (default): none */
+	uint32_t max_crashes; /* this many runner deaths ... */
+	uint64_t window_ms;   /* ... within this window make the alias faulty; 5 in 60 s */
+} sbx__runner_opts;
+
 typedef struct sbx__reg_entry {
 	char *alias;
 	char *path; /* absolute path of the .so */
 	char *file; /* registry file that listed the alias */
 	int line;
 	sbx__node *defaults; /* MAP or NULL */
+	sbx__runner_opts runner;
 } sbx__reg_entry;
 
 typedef struct sbx__registry {
@@ -198,6 +212,22 @@ const sbx_plugin_desc *sbx__module_desc(const sbx__module *mod, size_t i);
 const sbx_plugin_desc *sbx__module_find(const sbx__module *mod, const char *alias);
 void sbx__module_unload(sbx__module *mod);
 
+/* ---- plugins in a runner process (runner_conf.c, proxy.c, link.c; the runner: core/runner/) */
+/* Parses a registry entry's `runner` value (`process`, `inproc`, or a map of mode, grace,
+ * timeout, max_crashes, window) into opts, which holds the defaults when v is NULL.
+ * SBX_E_REGISTRY naming file and line. */
+int sbx__runner_opts_parse(const sbx__node *v, const char *file, const char *alias,
+			   sbx__runner_opts *opts, sbx_error *err);
+/* Opens the plugin file of registry entry ent the way the entry says: in this process
+ * (sbx__module_load) or in a runner process whose descriptors are proxies; state_dir is the
+ * host's plugins folder, what state_dir() means in the runner. Same contract as
+ * sbx__module_load. */
+int sbx__plugin_open(const sbx__reg_entry *ent, const char *state_dir, const char *const *expected,
+		     size_t n_expected, sbx__module **out, sbx_error *err);
+/* For a proxy descriptor marked faulty after repeated runner crashes: SBX_PLUGIN_FAULTY and
+ * the reason (valid until the module is unloaded); otherwise leaves both as they are. */
+void sbx__proxy_health(const sbx_plugin_desc *desc, uint32_t *state, const char **reason);
+
 /* ---- host services table (host_api.c) */
 const sbx_host_api *sbx__host_api(void);
 /* The folder state_dir() names for ABI 1.0 plugins: the latest host's plugins folder. */
@@ -217,6 +247,7 @@ struct sbx_config {
 	char **json;           /* cache of config_json results, one per key in map order */
 	const char *state_dir; /* the host's plugins folder (borrowed: the host outlives it) */
 	sbx__value *values;    /* one per key in map order; NULL when no key was declared */
+	const sbx_plugin_desc *desc; /* the descriptor whose keys it was checked against */
 };
 void sbx__config_obj_free(struct sbx_config *cfg);
 
@@ -231,6 +262,10 @@ typedef struct sbx__policy {
 	int64_t ttl;               /* seconds; 0 = none */
 	int auto_resume;           /* exec on a paused sandbox resumes it */
 	uint64_t max_jobs;         /* live background jobs per sandbox (jobs.c) */
+	/* Caps held across every process sharing the state dir (caps.c): */
+	uint64_t max_starting;   /* creates in flight; 0 = unlimited */
+	double create_rate;      /* creates per second; 0 = unlimited */
+	uint64_t create_burst;   /* creates at once under create_rate; 0 = 1 */
 	uint64_t max_file_bytes; /* largest file a read returns (plugins get it in their config) */
 } sbx__policy;
 
@@ -270,6 +305,10 @@ int sbx__config_find(const sbx__config *cfg, const char *name_or_index,
  * valid keys; a value of the wrong type names the type wanted. */
 int sbx__config_for_plugin(const sbx__data_source *ds, const sbx__node *registry_defaults,
 			   const sbx_plugin_desc *desc, struct sbx_config **out, sbx_error *err);
+/* The same config made again from its map (as sbx-runner receives it): each key checked and
+ * converted against desc's declarations. */
+int sbx__config_from_map(const sbx__node *map, const sbx_plugin_desc *desc, struct sbx_config **out,
+			 sbx_error *err);
 
 /* ---- spool (spool.c): one exec's output, from its call directory to its result */
 typedef struct sbx__spool sbx__spool;

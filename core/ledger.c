@@ -11,9 +11,27 @@
 
 #include "ledger.h"
 
+/* How long a ledger call waits for another process's lock before it fails. */
+#define LEDGER_BUSY_MS 30000
+
+/* Write statements stay prepared: parsing one costs as much as running it. They are keyed by
+ * their SQL text's address (each is a literal in this file). */
+#define STMT_CACHE 24
+
+typedef struct cached_stmt {
+	const char *sql;
+	sqlite3_stmt *st;
+} cached_stmt;
+
 struct sbx__ledger {
 	sqlite3 *db;
 	pthread_mutex_t lock;
+	cached_stmt cache[STMT_CACHE]; /* under lock */
+	/* Bumped (under wake_lock, with a broadcast of `woken`) whenever this handle records
+	 * something that may free a place under a data source's caps. */
+	pthread_mutex_t wake_lock;
+	pthread_cond_t woken;
+	uint64_t generation;
 };
 
 /* Each migration takes the schema from version i to i + 1. Append only. */
@@ -70,6 +88,16 @@ static const char *const migrations[] = {
     " created INTEGER NOT NULL,"
     " updated INTEGER NOT NULL);"
     "CREATE INDEX jobs_sandbox ON jobs(sandbox_id);",
+    /* 5: caps across processes. Each data source's create rate is a token bucket kept
+     * here (tokens as of stamp_ms, unix milliseconds), and rows are counted per data
+     * source at every admission. */
+    "CREATE TABLE create_rates ("
+    " data_source TEXT NOT NULL,"
+    " alias TEXT NOT NULL,"
+    " tokens REAL NOT NULL,"
+    " stamp_ms INTEGER NOT NULL,"
+    " PRIMARY KEY (data_source, alias));"
+    "CREATE INDEX sandboxes_source ON sandboxes(data_source, state);",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SBX__LEDGER_SCHEMA_VERSION,
@@ -130,6 +158,46 @@ out:
 	return rc;
 }
 
+/* SQL sbx_alive(this_host, host, pid, start): 1 when that process is alive, as
+ * sbx__ledger_owner_alive judges it (pid 0 or another host: alive). Lets an admission count
+ * the rows gc would spare inside its own transaction. */
+static void alive_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	(void)argc;
+	const unsigned char *self = sqlite3_value_text(argv[0]);
+	const unsigned char *host = sqlite3_value_text(argv[1]);
+	int64_t pid = sqlite3_value_int64(argv[2]);
+	int64_t start = sqlite3_value_int64(argv[3]);
+	int alive = 1;
+	if (pid > 0 && self && host && strcmp((const char *)self, (const char *)host) == 0) {
+		int64_t now_start = sbx__process_start_time(pid);
+		alive = now_start != 0 && now_start == start;
+	}
+	sqlite3_result_int(ctx, alive);
+}
+
+/* Turning a new database to WAL takes its exclusive lock while holding a shared one, so when
+ * several processes open a fresh ledger at once SQLite answers SQLITE_BUSY without calling the
+ * busy handler (waiting could deadlock). Those losers retry here, backing off, within the same
+ * bound the busy handler has; any other error is final. */
+static int set_wal(sbx__ledger *led, sbx_error *err)
+{
+	long waited_ms = 0, step_ms = 1;
+	for (;;) {
+		int rc = sqlite3_exec(led->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+				      NULL, NULL, NULL);
+		if (rc == SQLITE_OK)
+			return SBX_OK;
+		if ((rc & 0xff) != SQLITE_BUSY || waited_ms >= LEDGER_BUSY_MS)
+			return db_error(led, err, "set WAL mode");
+		struct timespec ts = {0, step_ms * 1000000L};
+		nanosleep(&ts, NULL);
+		waited_ms += step_ms;
+		if (step_ms < 64)
+			step_ms *= 2;
+	}
+}
+
 int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 {
 	*out = NULL;
@@ -137,6 +205,12 @@ int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 	if (!led)
 		return sbx__set_error(err, SBX_E_NOMEM, "ledger: out of memory");
 	pthread_mutex_init(&led->lock, NULL);
+	pthread_mutex_init(&led->wake_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&led->woken, &ca);
+	pthread_condattr_destroy(&ca);
 	int rc;
 	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
 	if (sqlite3_open_v2(path, &led->db, flags, NULL) != SQLITE_OK) {
@@ -145,8 +219,13 @@ int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 		goto fail;
 	}
 	/* Many harness processes write at once: wait for the lock rather than fail. */
-	sqlite3_busy_timeout(led->db, 30000);
-	rc = exec_sql(led, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", err);
+	sqlite3_busy_timeout(led->db, LEDGER_BUSY_MS);
+	if (sqlite3_create_function(led->db, "sbx_alive", 4, SQLITE_UTF8 | SQLITE_DIRECTONLY, NULL,
+				    alive_fn, NULL, NULL) != SQLITE_OK) {
+		rc = db_error(led, err, "register sbx_alive");
+		goto fail;
+	}
+	rc = set_wal(led, err);
 	if (rc != SBX_OK)
 		goto fail;
 	rc = migrate(led, err);
@@ -164,20 +243,54 @@ void sbx__ledger_close(sbx__ledger *led)
 {
 	if (!led)
 		return;
+	for (size_t i = 0; i < STMT_CACHE; i++)
+		sqlite3_finalize(led->cache[i].st);
 	sqlite3_close(led->db);
+	pthread_cond_destroy(&led->woken);
+	pthread_mutex_destroy(&led->wake_lock);
 	pthread_mutex_destroy(&led->lock);
 	sbx__free(led);
 }
 
+/* The prepared statement of sql (a literal), from the cache or made and kept there; NULL
+ * with the error in the connection. Under led->lock. */
+static sqlite3_stmt *prepared(sbx__ledger *led, const char *sql)
+{
+	size_t i = 0;
+	for (; i < STMT_CACHE && led->cache[i].sql; i++)
+		if (led->cache[i].sql == sql)
+			return led->cache[i].st;
+	sqlite3_stmt *st = NULL;
+	unsigned flags = i < STMT_CACHE ? SQLITE_PREPARE_PERSISTENT : 0;
+	if (sqlite3_prepare_v3(led->db, sql, -1, flags, &st, NULL) != SQLITE_OK)
+		return NULL;
+	if (i < STMT_CACHE)
+		led->cache[i] = (cached_stmt){sql, st};
+	return st;
+}
+
+/* Gives a statement back: reset for its next use when cached, finalized otherwise. */
+static void release(sbx__ledger *led, sqlite3_stmt *st)
+{
+	for (size_t i = 0; i < STMT_CACHE && led->cache[i].sql; i++) {
+		if (led->cache[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			return;
+		}
+	}
+	sqlite3_finalize(st);
+}
+
 /* Runs one statement with parameters given as a format: 's' text, 'i' int64, 'b' blob (a
- * pointer and a size_t length). *changes (may be NULL) gets the rows it changed. */
-static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
+ * pointer and a size_t length), 'd' double. *changes (may be NULL) gets the rows it changed.
+ * The caller holds led->lock. */
+static int step_locked(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
 		       const char *sql, const char *types, va_list ap)
 {
-	sqlite3_stmt *st = NULL;
 	int rc = SBX_OK;
-	pthread_mutex_lock(&led->lock);
-	if (sqlite3_prepare_v2(led->db, sql, -1, &st, NULL) != SQLITE_OK) {
+	sqlite3_stmt *st = prepared(led, sql);
+	if (!st) {
 		rc = db_error(led, err, what);
 		goto out;
 	}
@@ -189,6 +302,8 @@ static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const cha
 			const void *data = va_arg(ap, const void *);
 			size_t len = va_arg(ap, size_t);
 			sqlite3_bind_blob64(st, i + 1, data, len, SQLITE_TRANSIENT);
+		} else if (types[i] == 'd') {
+			sqlite3_bind_double(st, i + 1, va_arg(ap, double));
 		} else {
 			sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
 		}
@@ -198,8 +313,27 @@ static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const cha
 	else if (changes)
 		*changes = sqlite3_changes(led->db);
 out:
-	sqlite3_finalize(st);
+	if (st)
+		release(led, st);
+	return rc;
+}
+
+static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
+		       const char *sql, const char *types, va_list ap)
+{
+	pthread_mutex_lock(&led->lock);
+	int rc = step_locked(led, err, changes, what, sql, types, ap);
 	pthread_mutex_unlock(&led->lock);
+	return rc;
+}
+
+static int run_locked(sbx__ledger *led, sbx_error *err, const char *what, const char *sql,
+		      const char *types, ...)
+{
+	va_list ap;
+	va_start(ap, types);
+	int rc = step_locked(led, err, NULL, what, sql, types, ap);
+	va_end(ap);
 	return rc;
 }
 
@@ -228,41 +362,203 @@ static int64_t now(void)
 	return (int64_t)time(NULL);
 }
 
+/* Something that may free a place under a cap was recorded: wake this handle's waiters. */
+static int changed(sbx__ledger *led, int rc)
+{
+	pthread_mutex_lock(&led->wake_lock);
+	led->generation++;
+	pthread_cond_broadcast(&led->woken);
+	pthread_mutex_unlock(&led->wake_lock);
+	return rc;
+}
+
+uint64_t sbx__ledger_generation(sbx__ledger *led)
+{
+	pthread_mutex_lock(&led->wake_lock);
+	uint64_t g = led->generation;
+	pthread_mutex_unlock(&led->wake_lock);
+	return g;
+}
+
+void sbx__ledger_wait(sbx__ledger *led, uint64_t seen, int64_t until_ms)
+{
+	struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
+	pthread_mutex_lock(&led->wake_lock);
+	while (led->generation == seen &&
+	       pthread_cond_timedwait(&led->woken, &led->wake_lock, &ts) == 0)
+		;
+	pthread_mutex_unlock(&led->wake_lock);
+}
+
+#define INSERT_CREATING                                                                  \
+	"INSERT INTO sandboxes (token, id, alias, data_source, owner_host, owner_pid,"   \
+	" owner_start, run_id, created, expires, state, updated, actor_host, actor_pid," \
+	" actor_start, config)"                                                          \
+	" VALUES (?, '', ?, ?, ?, ?, ?, ?, ?, ?, 'creating', ?, ?, ?, ?, ?)"
+#define INSERT_TYPES "ssssiisiiisiis"
+#define INSERT_ARGS(r)                                                                         \
+	(r)->token, (r)->alias, (r)->data_source, (r)->owner_host, (r)->owner_pid,             \
+	    (r)->owner_start, (r)->run_id, (r)->created, (r)->expires, now(), (r)->actor_host, \
+	    (r)->actor_pid, (r)->actor_start, (r)->config
+
 int sbx__ledger_begin(sbx__ledger *led, const sbx__ledger_row *r, sbx_error *err)
 {
-	return run(led, err, "record create",
-		   "INSERT INTO sandboxes (token, id, alias, data_source, owner_host, owner_pid,"
-		   " owner_start, run_id, created, expires, state, updated, actor_host, actor_pid,"
-		   " actor_start, config)"
-		   " VALUES (?, '', ?, ?, ?, ?, ?, ?, ?, ?, 'creating', ?, ?, ?, ?, ?)",
-		   "ssssiisiiisiis", r->token, r->alias, r->data_source, r->owner_host,
-		   r->owner_pid, r->owner_start, r->run_id, r->created, r->expires, now(),
-		   r->actor_host, r->actor_pid, r->actor_start, r->config);
+	return run(led, err, "record create", INSERT_CREATING, INSERT_TYPES, INSERT_ARGS(r));
+}
+
+/* ---- caps: one transaction counts, takes a token and inserts the row */
+
+/* The data source's rows gc would spare: running or paused ones whose owner lives and whose
+ * TTL has not passed, creating ones whose creator lives. */
+static int count_locked(sbx__ledger *led, const sbx__ledger_row *r, const char *this_host,
+			sbx__ledger_admission *a, sbx_error *err)
+{
+	static const char sql[] =
+	    "SELECT coalesce(sum(state <> 'creating'), 0), coalesce(sum(state = 'creating'), 0)"
+	    " FROM sandboxes WHERE data_source = ?1 AND alias = ?2 AND state IN ('creating',"
+	    " 'running', 'paused') AND CASE state WHEN 'creating' THEN"
+	    " sbx_alive(?3, actor_host, actor_pid, actor_start) ELSE (expires = 0 OR expires > ?4)"
+	    " AND sbx_alive(?3, owner_host, owner_pid, owner_start) END";
+	sqlite3_stmt *st = NULL;
+	int rc = SBX_OK;
+	if (sqlite3_prepare_v2(led->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_error(led, err, "count sandboxes");
+	sqlite3_bind_text(st, 1, r->data_source, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, r->alias, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, this_host, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, now());
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		a->live = (uint64_t)sqlite3_column_int64(st, 0);
+		a->starting = (uint64_t)sqlite3_column_int64(st, 1);
+	} else {
+		rc = db_error(led, err, "count sandboxes");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Takes one create from the data source's bucket (refilled at caps->rate per second up to
+ * caps->burst), or says in a->retry_ms when the bucket will hold one. */
+static int take_token_locked(sbx__ledger *led, const sbx__ledger_row *r, const sbx__ledger_caps *c,
+			     int64_t now_ms, sbx__ledger_admission *a, sbx_error *err)
+{
+	sqlite3_stmt *st = NULL;
+	double tokens = c->burst;
+	int64_t stamp = now_ms;
+	if (sqlite3_prepare_v2(led->db,
+			       "SELECT tokens, stamp_ms FROM create_rates WHERE data_source = ?"
+			       " AND alias = ?",
+			       -1, &st, NULL) != SQLITE_OK)
+		return db_error(led, err, "read create rate");
+	sqlite3_bind_text(st, 1, r->data_source, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, r->alias, -1, SQLITE_TRANSIENT);
+	int step = sqlite3_step(st);
+	if (step == SQLITE_ROW) {
+		tokens = sqlite3_column_double(st, 0);
+		int64_t then = sqlite3_column_int64(st, 1);
+		/* A clock that went back (or another host's) refills nothing. */
+		if (now_ms > then)
+			tokens += (double)(now_ms - then) * c->rate / 1000.0;
+		else
+			stamp = then;
+	}
+	sqlite3_finalize(st);
+	if (step != SQLITE_ROW && step != SQLITE_DONE)
+		return db_error(led, err, "read create rate");
+	if (tokens > c->burst)
+		tokens = c->burst;
+	if (tokens < 1.0) {
+		double ms = (1.0 - tokens) * 1000.0 / c->rate;
+		a->retry_ms = (int64_t)ms + 1;
+		return SBX_OK;
+	}
+	a->retry_ms = 0;
+	return run_locked(led, err, "take from create rate",
+			  "INSERT INTO create_rates (data_source, alias, tokens, stamp_ms)"
+			  " VALUES (?, ?, ?, ?) ON CONFLICT(data_source, alias) DO UPDATE SET"
+			  " tokens = excluded.tokens, stamp_ms = excluded.stamp_ms",
+			  "ssdi", r->data_source, r->alias, tokens - 1.0, stamp);
+}
+
+/* Inside the transaction: which cap, if any, keeps the create out. */
+static int admit_locked(sbx__ledger *led, const sbx__ledger_row *r, const sbx__ledger_caps *c,
+			const char *this_host, int64_t now_ms, sbx__ledger_admission *a,
+			sbx_error *err)
+{
+	int rc = SBX_OK;
+	if (c->max_live || c->max_starting)
+		rc = count_locked(led, r, this_host, a, err);
+	if (rc != SBX_OK)
+		return rc;
+	if (c->max_live && a->live + a->starting >= c->max_live) {
+		a->cap = SBX__CAP_LIVE;
+		return SBX_OK;
+	}
+	if (c->max_starting && a->starting >= c->max_starting) {
+		a->cap = SBX__CAP_STARTING;
+		return SBX_OK;
+	}
+	if (c->rate > 0)
+		rc = take_token_locked(led, r, c, now_ms, a, err);
+	if (rc != SBX_OK)
+		return rc;
+	if (a->retry_ms > 0) {
+		a->cap = SBX__CAP_RATE;
+		return SBX_OK;
+	}
+	rc = run_locked(led, err, "record create", INSERT_CREATING, INSERT_TYPES, INSERT_ARGS(r));
+	if (rc == SBX_OK)
+		a->admitted = 1;
+	return rc;
+}
+
+int sbx__ledger_admit(sbx__ledger *led, const sbx__ledger_row *r, const sbx__ledger_caps *caps,
+		      const char *this_host, int64_t now_ms, sbx__ledger_admission *a,
+		      sbx_error *err)
+{
+	memset(a, 0, sizeof(*a));
+	pthread_mutex_lock(&led->lock);
+	int rc = exec_sql(led, "BEGIN IMMEDIATE", err);
+	if (rc == SBX_OK) {
+		rc = admit_locked(led, r, caps, this_host, now_ms, a, err);
+		if (rc == SBX_OK)
+			rc = exec_sql(led, "COMMIT", err);
+		if (rc != SBX_OK) {
+			exec_sql(led, "ROLLBACK", NULL);
+			a->admitted = 0;
+		}
+	}
+	pthread_mutex_unlock(&led->lock);
+	return rc;
 }
 
 int sbx__ledger_confirm(sbx__ledger *led, const char *token, const char *id, sbx_error *err)
 {
-	return run(led, err, "confirm create",
-		   "UPDATE sandboxes SET id = ?, state = 'running', updated = ?, actor_host = '',"
-		   " actor_pid = 0, actor_start = 0 WHERE token = ?",
-		   "sis", id, now(), token);
+	return changed(
+	    led, run(led, err, "confirm create",
+		     "UPDATE sandboxes SET id = ?, state = 'running', updated = ?, actor_host = '',"
+		     " actor_pid = 0, actor_start = 0 WHERE token = ?",
+		     "sis", id, now(), token));
 }
 
 int sbx__ledger_fail(sbx__ledger *led, const char *token, const char *message, sbx_error *err)
 {
-	return run(led, err, "record failed create",
-		   "UPDATE sandboxes SET state = 'failed', error = ?, updated = ? WHERE token = ?",
-		   "sis", message, now(), token);
+	return changed(
+	    led,
+	    run(led, err, "record failed create",
+		"UPDATE sandboxes SET state = 'failed', error = ?, updated = ? WHERE token = ?",
+		"sis", message, now(), token));
 }
 
 int sbx__ledger_mark_deleting(sbx__ledger *led, const char *id, const sbx__ledger_actor *a,
 			      sbx_error *err)
 {
-	return run(
-	    led, err, "record delete",
-	    "UPDATE sandboxes SET state = 'deleting', updated = ?, actor_host = ?,"
-	    " actor_pid = ?, actor_start = ? WHERE id = ? AND state NOT IN ('gone', 'failed')",
-	    "isiis", now(), a->host, a->pid, a->start, id);
+	return changed(
+	    led,
+	    run(led, err, "record delete",
+		"UPDATE sandboxes SET state = 'deleting', updated = ?, actor_host = ?,"
+		" actor_pid = ?, actor_start = ? WHERE id = ? AND state NOT IN ('gone', 'failed')",
+		"isiis", now(), a->host, a->pid, a->start, id));
 }
 
 int sbx__ledger_undelete(sbx__ledger *led, const char *id, const sbx__ledger_actor *a,
@@ -306,17 +602,18 @@ int sbx__ledger_claim_orphan(sbx__ledger *led, const char *token, const char *id
 int sbx__ledger_finish(sbx__ledger *led, const char *token, const char *state, const char *message,
 		       sbx_error *err)
 {
-	return run(led, err, "record gc outcome",
-		   "UPDATE sandboxes SET state = ?, error = ?, updated = ?, actor_host = '',"
-		   " actor_pid = 0, actor_start = 0 WHERE token = ?",
-		   "ssis", state, message, now(), token);
+	return changed(
+	    led, run(led, err, "record gc outcome",
+		     "UPDATE sandboxes SET state = ?, error = ?, updated = ?, actor_host = '',"
+		     " actor_pid = 0, actor_start = 0 WHERE token = ?",
+		     "ssis", state, message, now(), token));
 }
 
 int sbx__ledger_set_state(sbx__ledger *led, const char *id, const char *state, sbx_error *err)
 {
-	return run(led, err, "update state",
-		   "UPDATE sandboxes SET state = ?, updated = ? WHERE id = ?", "sis", state, now(),
-		   id);
+	return changed(led, run(led, err, "update state",
+				"UPDATE sandboxes SET state = ?, updated = ? WHERE id = ?", "sis",
+				state, now(), id));
 }
 
 int sbx__ledger_set_expiry(sbx__ledger *led, const char *id, int64_t expires, sbx_error *err)

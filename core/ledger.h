@@ -11,7 +11,7 @@
 typedef struct sbx__ledger sbx__ledger;
 
 /* PRAGMA user_version of the schema this code writes (ledger.c's migrations). */
-#define SBX__LEDGER_SCHEMA_VERSION 4
+#define SBX__LEDGER_SCHEMA_VERSION 5
 
 /* Row states. */
 #define SBX__LEDGER_CREATING "creating"
@@ -59,6 +59,45 @@ void sbx__ledger_close(sbx__ledger *led);
 
 /* Records a sandbox about to be created (state creating), keyed by row->token. */
 int sbx__ledger_begin(sbx__ledger *led, const sbx__ledger_row *row, sbx_error *err);
+/* Caps of one data source, held across every process sharing the ledger (caps.c reads them
+ * from the policy). */
+typedef struct sbx__ledger_caps {
+	uint64_t max_live;     /* max_concurrency: running, paused and creating rows; 0: none */
+	uint64_t max_starting; /* creating rows; 0: none */
+	double rate;           /* creates per second; 0: none */
+	double burst;          /* creates the rate's bucket holds, at least 1 */
+} sbx__ledger_caps;
+
+/* Which cap kept a create out. */
+#define SBX__CAP_NONE     0
+#define SBX__CAP_LIVE     1
+#define SBX__CAP_STARTING 2
+#define SBX__CAP_RATE     3
+
+typedef struct sbx__ledger_admission {
+	int admitted;      /* the row was inserted (state creating) */
+	int cap;           /* when not admitted: SBX__CAP_* */
+	uint64_t live;     /* rows counted running or paused (when a count was made) */
+	uint64_t starting; /* rows counted creating */
+	int64_t retry_ms;  /* SBX__CAP_RATE: milliseconds until the bucket holds a create */
+} sbx__ledger_admission;
+
+/* sbx__ledger_begin under caps, in one write transaction: counts the rows of row->data_source
+ * and row->alias that gc would spare (running or paused with a live owner and a TTL not
+ * passed, creating with a live creator; `this_host` tells which pids can be checked), takes
+ * one create from the data source's rate bucket (as of now_ms, unix milliseconds), and
+ * inserts the row only when every cap has room. A refusal is SBX_OK with a->admitted 0 and
+ * a->cap saying which; a bucket token is taken only by an admitted create. */
+int sbx__ledger_admit(sbx__ledger *led, const sbx__ledger_row *row, const sbx__ledger_caps *caps,
+		      const char *this_host, int64_t now_ms, sbx__ledger_admission *a,
+		      sbx_error *err);
+/* Grows whenever this handle records something that may free a place under a cap (a create
+ * confirmed or failed, a delete begun, a state changed, gc's outcome). */
+uint64_t sbx__ledger_generation(sbx__ledger *led);
+/* Sleeps until the generation differs from `seen` or CLOCK_MONOTONIC reaches until_ms. Only
+ * this handle's writes wake it: other processes' are seen by looking again after the sleep. */
+void sbx__ledger_wait(sbx__ledger *led, uint64_t seen, int64_t until_ms);
+
 /* The create succeeded: sets the id and state running. */
 int sbx__ledger_confirm(sbx__ledger *led, const char *token, const char *id, sbx_error *err);
 /* The create failed: state failed with the message. */

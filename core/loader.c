@@ -21,6 +21,8 @@ struct sbx__module {
 	char *path;
 	sbx_plugin_desc *descs;
 	size_t n;
+	void *owner; /* a wrapped module's maker, released on unload */
+	void (*release)(void *owner);
 };
 
 /* Collects the descriptors one entry call registers; the first failure sticks. */
@@ -308,10 +310,28 @@ const sbx_plugin_desc *sbx__module_find(const sbx__module *mod, const char *alia
 	return NULL;
 }
 
+int sbx__module_wrap(const char *path, sbx_plugin_desc *descs, size_t n, void *owner,
+		     void (*release)(void *owner), sbx__module **out)
+{
+	sbx__module *mod = sbx__calloc(1, sizeof(*mod));
+	if (mod == NULL || (mod->path = sbx__strdup(path)) == NULL) {
+		sbx__free(mod);
+		return SBX_E_NOMEM;
+	}
+	mod->descs = descs;
+	mod->n = n;
+	mod->owner = owner;
+	mod->release = release;
+	*out = mod;
+	return SBX_OK;
+}
+
 void sbx__module_unload(sbx__module *mod)
 {
 	if (mod == NULL)
 		return;
+	if (mod->release)
+		mod->release(mod->owner);
 	if (mod->handle)
 		dlclose(mod->handle);
 	sbx__free(mod->descs);

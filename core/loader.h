@@ -20,4 +20,9 @@ int sbx__registrar_register(sbx_registrar *reg, const sbx_plugin_desc *desc);
  * static. Thread-safe. */
 const char *sbx__library_dir(void);
 
+/* A module of descriptors the host made (proxies of a runner process): takes descs (n of
+ * them, from sbx__alloc) and calls release(owner) when unloaded. SBX_E_NOMEM. */
+int sbx__module_wrap(const char *path, sbx_plugin_desc *descs, size_t n, void *owner,
+		     void (*release)(void *owner), sbx__module **out);
+
 #endif

@@ -115,7 +115,7 @@ int sbx__slot_load_locked(sbx_host *h, sbx__slot *s, sbx_error *err)
 			expected[n++] = h->slots[i].ent->alias;
 	sbx__module *mod = NULL;
 	sbx_error lerr = {0};
-	int rc = sbx__module_load(path, sbx__host_api(), expected, n, &mod, &lerr);
+	int rc = sbx__plugin_open(s->ent, h->plugins_dir, expected, n, &mod, &lerr);
 	sbx__free(expected);
 	/* Out of memory is not the plugin's fault: a later call may succeed. */
 	if (rc == SBX_E_NOMEM)
@@ -164,6 +164,8 @@ int sbx_plugin_get(sbx_host *host, size_t index, sbx_plugin_info *info, sbx_erro
 	full.reason = s->state == SBX_PLUGIN_FAULTY
 			  ? (s->reason ? s->reason : sbx_status_message(s->fault_code))
 			  : NULL;
+	/* A runner that kept dying leaves its aliases faulty after they loaded. */
+	sbx__proxy_health(d, &full.state, &full.reason);
 	pthread_mutex_unlock(&host->lock);
 	sbx__struct_out(info, &full, sizeof(full));
 	return SBX_OK;

@@ -167,21 +167,26 @@ static int parse_entry(sbx__registry *reg, loading *ld, const char *file, const 
 				   file, line, alias);
 		goto out;
 	}
-	const sbx__node *path = NULL, *defaults = NULL;
+	const sbx__node *path = NULL, *defaults = NULL, *runner = NULL;
 	for (size_t i = 0; i < v->n; i++) {
 		if (strcmp(v->keys[i], "path") == 0) {
 			path = v->items[i];
 		} else if (strcmp(v->keys[i], "defaults") == 0) {
 			defaults = v->items[i];
+		} else if (strcmp(v->keys[i], "runner") == 0) {
+			runner = v->items[i];
 		} else {
 			rc = sbx__set_error(
 			    err, SBX_E_REGISTRY,
 			    "%s:%d: alias '%s': unknown key '%s' (valid keys: path, "
-			    "defaults)",
+			    "defaults, runner)",
 			    file, v->items[i] ? v->items[i]->line : line, alias, v->keys[i]);
 			goto out;
 		}
 	}
+	rc = sbx__runner_opts_parse(runner, file, alias, &e.runner, err);
+	if (rc != SBX_OK)
+		goto out;
 	if (path == NULL || is_null_scalar(path)) {
 		rc = sbx__set_error(err, SBX_E_REGISTRY,
 				    "%s:%d: alias '%s' has no 'path' (the plugin .so file)", file,

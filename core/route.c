@@ -232,7 +232,6 @@ int sbx__route_remember(sbx_host *h, const char *id, sbx__state *ps)
 	h->ids[h->n_ids].id = copy;
 	h->ids[h->n_ids].ps = ps;
 	h->n_ids++;
-	ps->live++;
 	pthread_mutex_unlock(&h->lock);
 	return SBX_OK;
 }
@@ -242,7 +241,6 @@ void sbx__route_forget(sbx_host *h, const char *id)
 	pthread_mutex_lock(&h->lock);
 	size_t i;
 	if (known_index(h, id, &i)) {
-		h->ids[i].ps->live--;
 		sbx__free(h->ids[i].id);
 		h->ids[i] = h->ids[h->n_ids - 1];
 		h->n_ids--;

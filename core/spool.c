@@ -7,9 +7,11 @@
  *
  * Memory stays constant however much a command prints: every chunk goes straight to its file
  * (up to output_max_bytes per stream, the rest is counted as dropped), and only a bounded head
- * and a ring of the last characters are kept in memory. Characters are counted the way NexAU
- * counts a Python str: one per UTF-8 code point, and one per byte that is not part of a valid
- * sequence, so binary output has a well-defined length and a cut never splits a sequence.
+ * and a ring of the last bytes are kept in memory. Past the file write each byte is looked at
+ * once, by a count that goes a word at a time, so output goes at the speed of the pipe.
+ * Characters are counted the way NexAU counts a Python str: one per UTF-8 code point, and one
+ * per byte that is not part of a valid sequence, so binary output has a well-defined length
+ * and a cut never splits a sequence.
  *
  * A stream's display copy is the whole text when it has at most output_char_threshold
  * characters (or at most head + tail, when nothing could be omitted); otherwise the first
@@ -40,30 +42,23 @@ typedef struct utf8_dec {
 	uint8_t need; /* length of the sequence pend[0] starts */
 } utf8_dec;
 
-/* One character of the tail ring: 1 to 4 bytes. */
-typedef struct tail_unit {
-	unsigned char len;
-	unsigned char b[4];
-} tail_unit;
-
+/* A stream keeps bytes, not characters: its first head_cap bytes (where the first head_max
+ * characters are) and a ring of its last ring_cap bytes (where the last tail_chars are, plus
+ * a few bytes of slack for a sequence straddling the ring's start). Bytes are counted as
+ * characters once, a word at a time, as they leave the ring; only the head and the ring are
+ * split into characters, once, when the result is built. */
 typedef struct spool_stream {
 	int fd;
 	char *path;
 	uint64_t bytes;   /* written by the command */
 	uint64_t stored;  /* in the file */
 	uint64_t dropped; /* past output_max_bytes */
-	uint64_t chars;
-	utf8_dec dec;
-	unsigned char *head; /* first head_max characters */
-	size_t head_len;
-	size_t head_units;
-	size_t head_cut_len; /* bytes of the first truncate_head_chars characters */
-	tail_unit *tail;     /* ring of the last tail_max characters */
-	size_t tail_start;
-	size_t tail_n;
-	/* Per chunk: characters completed so far, and how many to leave out of the ring. */
-	uint64_t chunk_units;
-	uint64_t chunk_skip;
+	unsigned char *head;
+	size_t head_cap, head_len;
+	unsigned char *ring;
+	size_t ring_cap, ring_start, ring_len;
+	uint64_t chars_before; /* characters completed before the ring's start */
+	utf8_dec dec;          /* the decoder there */
 } spool_stream;
 
 struct sbx__spool {
@@ -136,86 +131,139 @@ static int cont_ok(const utf8_dec *d, unsigned char b)
 	return 1;
 }
 
-/* Takes one character. With st NULL only counts (the first pass over a chunk). */
-static void emit(spool_stream *st, const struct sbx__spool *sp, uint64_t *count,
-		 const unsigned char *b, size_t n)
+/* Takes byte b into the decoder. Returns how many characters it completed and sets *again
+ * when b itself is still to be taken (it broke a pending sequence, whose bytes count one
+ * character each). */
+static unsigned take(utf8_dec *d, unsigned char b, int *again)
 {
-	uint64_t idx = (*count)++;
-	if (!st)
-		return;
-	st->chars++;
-	if (st->head_units < sp->head_max) {
-		memcpy(st->head + st->head_len, b, n);
-		st->head_len += n;
-		st->head_units++;
-		if (st->head_units == sp->head_chars)
-			st->head_cut_len = st->head_len;
-	}
-	if (sp->tail_chars == 0 || idx < st->chunk_skip)
-		return;
-	size_t slot;
-	if (st->tail_n < sp->tail_chars) {
-		slot = (st->tail_start + st->tail_n) % sp->tail_chars;
-		st->tail_n++;
-	} else {
-		slot = st->tail_start;
-		st->tail_start = (st->tail_start + 1) % sp->tail_chars;
-	}
-	st->tail[slot].len = (unsigned char)n;
-	memcpy(st->tail[slot].b, b, n);
-}
-
-/* Splits bytes into characters; *d carries an incomplete sequence across chunks. */
-static void decode(utf8_dec *d, spool_stream *st, const struct sbx__spool *sp, uint64_t *count,
-		   const unsigned char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned char b = p[i];
-		if (d->npend) {
-			if (cont_ok(d, b)) {
-				d->pend[d->npend++] = b;
-				if (d->npend == d->need) {
-					emit(st, sp, count, d->pend, d->npend);
-					d->npend = 0;
-				}
-				continue;
-			}
-			for (uint8_t j = 0; j < d->npend; j++)
-				emit(st, sp, count, &d->pend[j], 1);
+	*again = 0;
+	if (d->npend) {
+		if (cont_ok(d, b)) {
+			d->pend[d->npend++] = b;
+			if (d->npend < d->need)
+				return 0;
 			d->npend = 0;
+			return 1;
 		}
-		size_t len = seq_len(b);
-		if (len <= 1) {
-			emit(st, sp, count, &b, 1);
+		unsigned n = d->npend;
+		d->npend = 0;
+		*again = 1;
+		return n;
+	}
+	size_t len = seq_len(b);
+	if (len <= 1)
+		return 1;
+	d->pend[0] = b;
+	d->npend = 1;
+	d->need = (uint8_t)len;
+	return 0;
+}
+
+#define HIGH_BITS 0x8080808080808080ull
+
+/* Counts the characters p completes, carrying an incomplete sequence in *d. ASCII, most of
+ * any output, goes 32 bytes per step. */
+static uint64_t count_chars(utf8_dec *d, const unsigned char *p, size_t n)
+{
+	uint64_t c = 0;
+	size_t i = 0;
+	while (i < n) {
+		if (!d->npend) {
+			size_t run = i;
+			while (n - i >= 32) {
+				uint64_t w[4];
+				memcpy(w, p + i, sizeof(w));
+				if ((w[0] | w[1] | w[2] | w[3]) & HIGH_BITS)
+					break;
+				i += 32;
+			}
+			while (n - i >= 8) {
+				uint64_t w;
+				memcpy(&w, p + i, sizeof(w));
+				if (w & HIGH_BITS)
+					break;
+				i += 8;
+			}
+			while (i < n && p[i] < 0x80)
+				i++;
+			c += i - run;
+			if (i == n)
+				break;
+		}
+		int again;
+		c += take(d, p[i], &again);
+		i += again ? 0u : 1u;
+	}
+	return c;
+}
+
+/* Where the k-th character (from 0) decoded from p with the decoder d starts in p: 0 for a
+ * sequence begun before p, n when p completes at most k (pending bytes at the end count one
+ * character each). */
+static size_t char_offset(utf8_dec d, const unsigned char *p, size_t n, uint64_t k)
+{
+	uint64_t e = 0;
+	for (size_t i = 0;;) {
+		/* A step completes characters of one byte each starting `pend` bytes before p[i]
+		 * (a broken or flushed sequence), or one sequence that began there. */
+		long long pend = d.npend;
+		int again = 0;
+		unsigned done;
+		if (i < n) {
+			done = take(&d, p[i], &again);
 		} else {
-			d->pend[0] = b;
-			d->npend = 1;
-			d->need = (uint8_t)len;
+			done = d.npend;
+			d.npend = 0;
 		}
+		if (k < e + done) {
+			long long at = (long long)i - pend + (long long)(k - e);
+			return at > 0 ? (size_t)at : 0;
+		}
+		e += done;
+		if (i == n)
+			return n;
+		i += again ? 0u : 1u;
 	}
 }
 
-static void feed(struct sbx__spool *sp, spool_stream *st, const unsigned char *p, size_t n)
+/* Drops the k oldest bytes of the ring, counting their characters. */
+static void ring_drop(spool_stream *st, size_t k)
 {
-	/* A first counting pass tells which characters can reach the ring at all, so a huge chunk
-	 * costs one cheap scan plus at most tail_chars ring writes. */
-	uint64_t total = 0;
-	if (sp->tail_chars && n > 4 * (uint64_t)sp->tail_chars) {
-		utf8_dec probe = st->dec;
-		decode(&probe, NULL, sp, &total, p, n);
-	}
-	st->chunk_units = 0;
-	st->chunk_skip = total > sp->tail_chars ? total - sp->tail_chars : 0;
-	decode(&st->dec, st, sp, &st->chunk_units, p, n);
+	if (k == 0)
+		return;
+	size_t first = st->ring_cap - st->ring_start;
+	if (first > k)
+		first = k;
+	st->chars_before += count_chars(&st->dec, st->ring + st->ring_start, first);
+	st->chars_before += count_chars(&st->dec, st->ring, k - first);
+	st->ring_start = (st->ring_start + k) % st->ring_cap;
+	st->ring_len -= k;
 }
 
-static void flush_decoder(struct sbx__spool *sp, spool_stream *st)
+/* Keeps what the display copy may need of a chunk: the head's share and the ring's. */
+static void feed(spool_stream *st, const unsigned char *p, size_t n)
 {
-	st->chunk_units = 0;
-	st->chunk_skip = 0;
-	for (uint8_t j = 0; j < st->dec.npend; j++)
-		emit(st, sp, &st->chunk_units, &st->dec.pend[j], 1);
-	st->dec.npend = 0;
+	if (st->head_len < st->head_cap) {
+		size_t h = st->head_cap - st->head_len < n ? st->head_cap - st->head_len : n;
+		memcpy(st->head + st->head_len, p, h);
+		st->head_len += h;
+	}
+	size_t cap = st->ring_cap;
+	if (n >= cap) {
+		ring_drop(st, st->ring_len);
+		st->chars_before += count_chars(&st->dec, p, n - cap);
+		memcpy(st->ring, p + n - cap, cap);
+		st->ring_start = 0;
+		st->ring_len = cap;
+		return;
+	}
+	if (st->ring_len + n > cap)
+		ring_drop(st, st->ring_len + n - cap);
+	size_t at = (st->ring_start + st->ring_len) % cap;
+	size_t first = cap - at < n ? cap - at : n;
+	memcpy(st->ring + at, p, first);
+	memcpy(st->ring, p + first, n - first);
+	st->ring_len += n;
 }
 
 /* <state_dir>/calls/<id>, the id percent-encoded but for [A-Za-z0-9._-] so each id gets a
@@ -307,10 +355,13 @@ static void take_policy(struct sbx__spool *sp, const sbx__policy *policy)
 static int open_stream(struct sbx__spool *sp, spool_stream *st, const char *name, sbx_error *err)
 {
 	st->path = sbx__asprintf("%s/%s", sp->dir, name);
-	st->head = sbx__alloc(sp->head_max * 4);
-	/* Not zeroed: only the tail_n slots written are ever read. */
-	st->tail = sbx__alloc((sp->tail_chars ? sp->tail_chars : 1) * sizeof(tail_unit));
-	if (!st->path || !st->head || !st->tail)
+	/* A character is at most 4 bytes; the ring has room for the last tail_chars, and for
+	 * 3 bytes of one begun before them. Neither is zeroed: only bytes written are read. */
+	st->head_cap = sp->head_max * 4;
+	st->ring_cap = sp->tail_chars ? sp->tail_chars * 4 + 8 : 0;
+	st->head = sbx__alloc(st->head_cap + 1);
+	st->ring = sbx__alloc(st->ring_cap + 1);
+	if (!st->path || !st->head || !st->ring)
 		return sbx__nomem(err, "exec");
 	st->fd = open(st->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (st->fd < 0)
@@ -403,7 +454,7 @@ int sbx__spool_write(void *spool, uint32_t stream, const void *data, size_t len)
 			st->stored += keep;
 		}
 	}
-	feed(sp, st, data, len);
+	feed(st, data, len);
 	pthread_mutex_unlock(&sp->lock);
 	return rc;
 }
@@ -422,47 +473,64 @@ static void format_thousands(uint64_t v, char *buf, size_t cap)
 	buf[o] = '\0';
 }
 
-/* Appends tail units skipping the first `skip`; returns the new length. */
-static size_t copy_tail(const struct sbx__spool *sp, const spool_stream *st, size_t skip, char *dst)
+/* A stream once its command is done: the ring in order, its characters, and the totals. */
+typedef struct stream_end {
+	unsigned char *ring; /* the last ring_len bytes, in order */
+	uint64_t ring_chars;
+	uint64_t chars;
+} stream_end;
+
+static int stream_end_make(const spool_stream *st, stream_end *end)
 {
-	size_t o = 0;
-	for (size_t i = skip; i < st->tail_n; i++) {
-		const tail_unit *u = &st->tail[(st->tail_start + i) % sp->tail_chars];
-		memcpy(dst + o, u->b, u->len);
-		o += u->len;
-	}
-	return o;
+	end->ring = sbx__alloc(st->ring_len + 1);
+	if (!end->ring)
+		return SBX_E_NOMEM;
+	size_t first = st->ring_cap - st->ring_start < st->ring_len ? st->ring_cap - st->ring_start
+								    : st->ring_len;
+	if (first)
+		memcpy(end->ring, st->ring + st->ring_start, first);
+	memcpy(end->ring + first, st->ring, st->ring_len - first);
+	utf8_dec d = st->dec;
+	end->ring_chars = count_chars(&d, end->ring, st->ring_len) + d.npend;
+	end->chars = st->chars_before + end->ring_chars;
+	return SBX_OK;
 }
 
-static size_t tail_bytes(const struct sbx__spool *sp, const spool_stream *st, size_t skip)
+/* head[0, head_bytes) + middle + the ring from its character `from` to its end. */
+static int join_text(const spool_stream *st, const stream_end *end, size_t head_bytes,
+		     const char *middle, uint64_t from, char **text, size_t *text_len)
 {
-	size_t n = 0;
-	for (size_t i = skip; i < st->tail_n; i++)
-		n += st->tail[(st->tail_start + i) % sp->tail_chars].len;
-	return n;
+	size_t mlen = middle ? strlen(middle) : 0;
+	size_t at = char_offset(st->dec, end->ring, st->ring_len, from);
+	size_t n = head_bytes + mlen + (st->ring_len - at);
+	char *s = sbx__alloc(n + 1);
+	if (!s)
+		return SBX_E_NOMEM;
+	memcpy(s, st->head, head_bytes);
+	if (mlen)
+		memcpy(s + head_bytes, middle, mlen);
+	memcpy(s + head_bytes + mlen, end->ring + at, st->ring_len - at);
+	s[n] = '\0';
+	*text = s;
+	*text_len = n;
+	return SBX_OK;
 }
 
-static int display_copy(struct sbx__spool *sp, spool_stream *st, char **text, size_t *text_len,
-			int *cut)
+static int display_copy(struct sbx__spool *sp, spool_stream *st, const stream_end *end, char **text,
+			size_t *text_len, int *cut)
 {
-	uint64_t c = st->chars;
+	static const utf8_dec fresh;
+	uint64_t c = end->chars;
 	*cut = c > sp->threshold && c > (uint64_t)sp->head_chars + sp->tail_chars;
 	if (!*cut) {
-		/* The head holds the first head_units characters; the ring the last tail_n. */
-		size_t skip = st->tail_n;
-		uint64_t first_in_tail = c - st->tail_n;
-		if (first_in_tail <= st->head_units)
-			skip = (size_t)(st->head_units - first_in_tail);
-		size_t n = st->head_len + tail_bytes(sp, st, skip);
-		char *s = sbx__alloc(n + 1);
-		if (!s)
-			return SBX_E_NOMEM;
-		memcpy(s, st->head, st->head_len);
-		copy_tail(sp, st, skip, s + st->head_len);
-		s[n] = '\0';
-		*text = s;
-		*text_len = n;
-		return SBX_OK;
+		/* All of it is in the head, or the head's head_max characters and the rest in the
+		 * ring (at most tail_chars: they do not reach back to where it starts). */
+		if (c <= sp->head_max)
+			return join_text(st, end, st->head_len, NULL, end->ring_chars, text,
+					 text_len);
+		size_t hb = char_offset(fresh, st->head, st->head_len, sp->head_max);
+		return join_text(st, end, hb, NULL, end->ring_chars - (c - sp->head_max), text,
+				 text_len);
 	}
 	char omitted[40];
 	format_thousands(c - sp->head_chars - sp->tail_chars, omitted, sizeof(omitted));
@@ -470,21 +538,10 @@ static int display_copy(struct sbx__spool *sp, spool_stream *st, char **text, si
 				     omitted, st->path);
 	if (!marker)
 		return SBX_E_NOMEM;
-	size_t mlen = strlen(marker);
-	size_t n = st->head_cut_len + mlen + tail_bytes(sp, st, 0);
-	char *s = sbx__alloc(n + 1);
-	if (!s) {
-		sbx__free(marker);
-		return SBX_E_NOMEM;
-	}
-	memcpy(s, st->head, st->head_cut_len);
-	memcpy(s + st->head_cut_len, marker, mlen);
-	copy_tail(sp, st, 0, s + st->head_cut_len + mlen);
-	s[n] = '\0';
+	size_t hb = char_offset(fresh, st->head, st->head_len, sp->head_chars);
+	int rc = join_text(st, end, hb, marker, end->ring_chars - sp->tail_chars, text, text_len);
 	sbx__free(marker);
-	*text = s;
-	*text_len = n;
-	return SBX_OK;
+	return rc;
 }
 
 /* Closes both files; SBX_E_IO in err when storing output failed. */
@@ -493,7 +550,6 @@ static int close_files(struct sbx__spool *sp, sbx_error *err)
 	pthread_mutex_lock(&sp->lock);
 	for (int i = 0; i < 2; i++) {
 		spool_stream *st = &sp->st[i];
-		flush_decoder(sp, st);
 		if (st->fd >= 0) {
 			if (close(st->fd) != 0 && !sp->io_errno) {
 				sp->io_errno = errno;
@@ -516,7 +572,7 @@ static void spool_free(struct sbx__spool *sp)
 			close(sp->st[i].fd);
 		sbx__free(sp->st[i].path);
 		sbx__free(sp->st[i].head);
-		sbx__free(sp->st[i].tail);
+		sbx__free(sp->st[i].ring);
 	}
 	sbx__free(sp->calls);
 	sbx__free(sp->dir);
@@ -528,19 +584,27 @@ static void spool_free(struct sbx__spool *sp)
 static int fill_output(struct sbx__spool *sp, sbx_exec_result *res)
 {
 	int cut[2] = {0, 0};
-	if (display_copy(sp, &sp->st[0], &res->stdout_text, &res->stdout_text_len, &cut[0]) !=
-		SBX_OK ||
-	    display_copy(sp, &sp->st[1], &res->stderr_text, &res->stderr_text_len, &cut[1]) !=
-		SBX_OK)
-		return SBX_E_NOMEM;
+	stream_end end[2] = {{0}, {0}};
+	int rc = SBX_OK;
+	for (int i = 0; i < 2 && rc == SBX_OK; i++) {
+		rc = stream_end_make(&sp->st[i], &end[i]);
+		if (rc == SBX_OK)
+			rc = display_copy(
+			    sp, &sp->st[i], &end[i], i == 0 ? &res->stdout_text : &res->stderr_text,
+			    i == 0 ? &res->stdout_text_len : &res->stderr_text_len, &cut[i]);
+	}
+	sbx__free(end[0].ring);
+	sbx__free(end[1].ring);
+	if (rc != SBX_OK)
+		return rc;
 	res->output_dir = sbx__strdup(sp->dir);
 	res->stdout_file = sbx__strdup(sp->st[0].path);
 	res->stderr_file = sbx__strdup(sp->st[1].path);
 	if (!res->output_dir || !res->stdout_file || !res->stderr_file)
 		return SBX_E_NOMEM;
 	res->truncated = (cut[0] || cut[1]) ? 1u : 0u;
-	res->original_stdout_length = sp->st[0].chars;
-	res->original_stderr_length = sp->st[1].chars;
+	res->original_stdout_length = end[0].chars;
+	res->original_stderr_length = end[1].chars;
 	res->stdout_bytes = sp->st[0].bytes;
 	res->stderr_bytes = sp->st[1].bytes;
 	res->stdout_dropped = sp->st[0].dropped;

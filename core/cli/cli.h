@@ -63,6 +63,20 @@ json_t *cli_exec_result_json(const sbx_exec_result *r);
 /* Parses seconds ("2.5"); -1 when malformed or negative. */
 double cli_parse_seconds(const char *s);
 
+/* File descriptors (fds.c). One task of `sbx rollout` holds at most this many at once (pipes,
+ * output files, a connection), as measured on local and docker with a margin. */
+#define CLI_FDS_PER_TASK 12
+/* Kept free beyond the tasks' needs: the ledger, plugin loading, stdio, the output file. */
+#define CLI_FDS_RESERVE 24
+/* cli_fds_short's probe: fewer than this many free counts as running out. */
+#define CLI_FDS_SPARE 8
+/* RLIMIT_NOFILE's soft limit (1 << 30 when unlimited). */
+size_t cli_fds_limit(void);
+/* Descriptors this process has open now. */
+size_t cli_fds_open(void);
+/* 1 when a failure with this message came from running out of descriptors: it names EMFILE or
+ * ENFILE, or fewer than CLI_FDS_SPARE can be opened right now. */
+int cli_fds_short(const char *message);
 /* tasks.c: parses one line of a rollout task file (len bytes; a NUL byte in it is refused):
  * JSON, the task's shape (unknown keys refused), an id no earlier line has (seen: id ->
  * line, updated). Returns the task, owned by the caller, or NULL with the reason in why. */

@@ -193,6 +193,7 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 	    {"env", required_argument, NULL, 'e'},
 	    {"ttl", required_argument, NULL, 't'},
 	    {"owner-pid", required_argument, NULL, 'p'},
+	    {"wait", required_argument, NULL, 'w'},
 	    {"json", no_argument, NULL, 'j'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -242,6 +243,12 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 			o.owner_pid = pid;
 			break;
 		}
+		case 'w':
+			o.wait_seconds = cli_parse_seconds(optarg);
+			if (o.wait_seconds < 0)
+				return cli_usage_error(cli_help_create, "create",
+						       "--wait wants seconds, got '%s'", optarg);
+			break;
 		case 'j':
 			json = 1;
 			break;

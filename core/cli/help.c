@@ -51,9 +51,12 @@ const char cli_help_config[] =
 
 const char cli_help_create[] =
     "usage: sbx create [--data-source NAME] [--image IMAGE] [--label K=V]... [--env K=V]...\n"
-    "                  [--ttl SECONDS] [--owner-pid PID] [--json]\n"
+    "                  [--ttl SECONDS] [--owner-pid PID] [--wait SECONDS] [--json]\n"
     "Creates a sandbox and prints its id. The sandbox outlives this command: only its TTL\n"
-    "(or the death of --owner-pid) lets 'sbx gc' reap it.\n";
+    "(or the death of --owner-pid) lets 'sbx gc' reap it.\n"
+    "--wait: how long to wait for a place under the data source's caps (max_concurrency,\n"
+    "max_starting, create_rate, held across every process of the state dir); without it a\n"
+    "full cap fails at once.\n";
 
 const char cli_help_exec[] =
     "usage: sbx exec [--json] [--timeout SECONDS] [--cwd DIR] [--env K=V]... [--user U]\n"
@@ -112,7 +115,8 @@ const char cli_help_gc[] =
     "list of {action, id, token, reason, status}.\n";
 
 const char cli_help_rollout[] =
-    "usage: sbx rollout [--config FILE] [--output RESULTS.jsonl] [--concurrency N] TASKS.jsonl\n"
+    "usage: sbx rollout [--config FILE] [--output RESULTS.jsonl] [--concurrency N]\n"
+    "                   [--wait SECONDS] [--resume] TASKS.jsonl\n"
     "Runs each task of TASKS (JSONL, '-' for stdin) in its own sandbox: create, write its\n"
     "files, run its commands in order (all of them, whatever their exit codes), delete the\n"
     "sandbox, on every path. A task line is an object with:\n"
@@ -133,8 +137,11 @@ const char cli_help_rollout[] =
     "  --resume          with --output: keep the results already in FILE for tasks that\n"
     "                    finished (dropping interrupted ones and torn lines), skip those\n"
     "                    tasks, and append the results of the others\n"
-    "  --concurrency N   worker threads (default 8). Each data source's max_concurrency\n"
-    "                    still holds: a create past it waits for another task's delete.\n"
+    "  --concurrency N   worker threads (default 8). Each data source's caps still hold\n"
+    "                    (max_concurrency, max_starting, create_rate, across every\n"
+    "                    process of the state dir): a create past one waits for a place\n"
+    "  --wait SECONDS    how long a task's create may wait for that place (default 600);\n"
+    "                    past it the task fails with SBX_E_LIMIT\n"
     "Progress goes to stderr when it is a terminal, then a summary line. An interrupt\n"
     "(SIGINT/SIGTERM) starts no new task or command and deletes the running tasks'\n"
     "sandboxes; a second one aborts. Exit status 0 when no task met an infrastructure\n"

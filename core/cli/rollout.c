@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@ typedef struct task {
 	json_t *result;
 	size_t line;              /* of TASKS */
 	char sandbox[SBX_ID_MAX]; /* while the task holds one (under the rollout's lock) */
+	int reruns;               /* times it ran again because descriptors ran out */
 } task;
 
 typedef struct rollout {
@@ -31,7 +33,16 @@ typedef struct rollout {
 	int progress;
 	double started;
 	int finished; /* the workers are done: the watcher stops (under lock) */
+	/* Tasks running and how many may: --concurrency, lowered (once said on stderr) when
+	 * the process runs out of file descriptors. */
+	size_t active, limit, conc;
+	pthread_cond_t room; /* signalled when `active` drops */
+	int fds_said;
+	double wait; /* --wait: seconds a create may queue under its data source's caps */
 } rollout;
+
+/* A task that met a shortage of descriptors runs again at most this many times. */
+#define MAX_RERUNS 8
 
 /* Set by the first SIGINT/SIGTERM: workers start no new task and run no further command, and
  * the watcher thread deletes every sandbox a task holds, which kills the commands running in
@@ -72,14 +83,37 @@ static json_t *infra(const char *stage, int status, const sbx_error *err)
 			 "message", cli_json_bytes(msg, strlen(msg)));
 }
 
-/* The host refuses a create past a data source's max_concurrency (SBX_E_LIMIT) instead of
- * queueing it, so the rollout queues: wait until another worker of this rollout gives its
- * sandbox back, then retry. When no other worker holds one the limit is not ours to wait out
- * (another process, or a cap of 0) and the task gets the error. */
+/* The longest sleep between two tries of a create refused by a cap. */
+#define QUEUE_NAP_MAX_MS 200
+
+/* A number in [0, n] from a per-thread xorshift: workers refused together must not try again
+ * together. */
+static long jitter_ms(long n)
+{
+	static _Thread_local unsigned long long x;
+	if (x == 0) {
+		int here;
+		x = (unsigned long long)(now() * 1e6) ^ ((unsigned long long)getpid() << 32) ^
+		    (unsigned long long)(uintptr_t)&here;
+		x |= 1;
+	}
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return n > 0 ? (long)(x % (unsigned long long)(n + 1)) : 0;
+}
+
+/* The host refuses a create past its data source's caps (max_concurrency, max_starting,
+ * create_rate: held across every process of the state dir) with SBX_E_LIMIT, and the rollout
+ * queues it: it sleeps until another worker of this rollout gives its sandbox back, or a
+ * growing, jittered interval of at most 200 ms passes (for other processes' deletes and the
+ * rate's refill to show), and tries again, for at most --wait seconds. Every try asks the host
+ * not to wait, so timings.create is the create alone; an interrupt ends the queueing. */
 static int create_queued(rollout *ro, const sbx_create_opts *co, char id[SBX_ID_MAX],
 			 double *queued, sbx_error *err)
 {
 	double t0 = now();
+	long backoff = 5;
 	pthread_mutex_lock(&ro->lock);
 	ro->holding++;
 	for (;;) {
@@ -90,14 +124,34 @@ static int create_queued(rollout *ro, const sbx_create_opts *co, char id[SBX_ID_
 		int st = sbx_create(ro->host, co, id, err);
 		pthread_mutex_lock(&ro->lock);
 		*queued = t1 - t0;
-		if (st != SBX_E_LIMIT || ro->holding <= 1) {
+		if (st == SBX_E_LIMIT && interrupted) {
+			snprintf(err->message, sizeof(err->message),
+				 "rollout: interrupted while waiting for a place under the data "
+				 "source's caps");
+			st = SBX_E_CANCELLED;
+		}
+		if (st != SBX_E_LIMIT || now() - t0 >= ro->wait) {
 			if (st != SBX_OK)
 				release_slot_locked(ro);
 			pthread_mutex_unlock(&ro->lock);
 			return st;
 		}
-		while (gen == ro->generation)
-			pthread_cond_wait(&ro->freed, &ro->lock);
+		long nap = backoff / 2 + jitter_ms(backoff / 2);
+		backoff = backoff * 2 > QUEUE_NAP_MAX_MS ? QUEUE_NAP_MAX_MS : backoff * 2;
+		double left = ro->wait - (now() - t0);
+		if ((double)nap / 1000.0 > left)
+			nap = (long)(left * 1000.0) + 1;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += nap / 1000;
+		ts.tv_nsec += (nap % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (gen == ro->generation && !interrupted &&
+		       pthread_cond_timedwait(&ro->freed, &ro->lock, &ts) == 0)
+			;
 	}
 }
 
@@ -122,7 +176,64 @@ static void progress(rollout *ro)
 	    ro->infra, rate, eta, ro->progress ? "" : "\n");
 }
 
-static void run_task(rollout *ro, task *t)
+/* Says once, on stderr, that descriptors limit the rollout (`why`: what was seen). Under the
+ * lock. */
+static void say_fds(rollout *ro, const char *why)
+{
+	if (ro->fds_said++)
+		return;
+	fprintf(stderr,
+		"%srollout: %s (ulimit -n is %zu): running at most %zu tasks at once instead of "
+		"%zu; raise 'ulimit -n' to run more\n",
+		ro->progress ? "\n" : "", why, cli_fds_limit(), ro->limit, ro->conc);
+}
+
+/* After a task's infrastructure error: if the process ran out of descriptors, fewer tasks
+ * run at once from now on and the task runs again (1); otherwise its error stands (0). */
+static int rerun_for_fds(rollout *ro, task *t, json_t *infra_err)
+{
+	const char *msg = json_string_value(json_object_get(infra_err, "message"));
+	if (interrupted || t->reruns >= MAX_RERUNS || !cli_fds_short(msg))
+		return 0;
+	pthread_mutex_lock(&ro->lock);
+	size_t was = ro->limit;
+	size_t want = ro->active > 1 ? ro->active - 1 : 1;
+	if (want < ro->limit)
+		ro->limit = want;
+	/* Alone and already at one task, there is nothing to give back: the error stands. */
+	int again = ro->active > 1 || ro->limit < was;
+	if (again) {
+		t->reruns++;
+		char why[96];
+		snprintf(why, sizeof(why),
+			 "out of file descriptors with %zu tasks at once (the task cut short runs "
+			 "again)",
+			 ro->active);
+		say_fds(ro, why);
+	}
+	pthread_mutex_unlock(&ro->lock);
+	return again;
+}
+
+/* sbx_destroy, again while what fails it is a shortage of descriptors that the other tasks
+ * will give back (a sandbox must not be left behind for want of one). */
+static int destroy_task_sandbox(rollout *ro, const char *id, sbx_error *err)
+{
+	int st = SBX_OK;
+	for (int k = 0; k < 50; k++) {
+		memset(err, 0, sizeof(*err));
+		st = sbx_destroy(ro->host, id, err);
+		if (st == SBX_OK || !cli_fds_short(err->message))
+			break;
+		struct timespec ts = {0, 20 * 1000000L * (k < 10 ? k + 1 : 10)};
+		nanosleep(&ts, NULL);
+	}
+	return st;
+}
+
+/* Runs one task and writes its result; 1 when, instead, it must run again (out of
+ * descriptors, see rerun_for_fds). */
+static int run_task(rollout *ro, task *t)
 {
 	double t0 = now();
 	json_t *spec = t->spec, *res = json_object(), *cmds = json_array();
@@ -158,7 +269,7 @@ static void run_task(rollout *ro, task *t)
 		memcpy(t->sandbox, id, sizeof(t->sandbox));
 		pthread_mutex_unlock(&ro->lock);
 	}
-	int cut = 0; /* the interrupt stopped this task */
+	int cut = st == SBX_E_CANCELLED && interrupted; /* the interrupt stopped this task */
 	int all_ok = st == SBX_OK;
 	if (st != SBX_OK) {
 		had_infra = 1;
@@ -273,7 +384,7 @@ static void run_task(rollout *ro, task *t)
 	}
 	if (id[0]) {
 		sbx_error derr = {0};
-		int dst = sbx_destroy(ro->host, id, &derr);
+		int dst = destroy_task_sandbox(ro, id, &derr);
 		pthread_mutex_lock(&ro->lock);
 		t->sandbox[0] = '\0';
 		pthread_mutex_unlock(&ro->lock);
@@ -289,6 +400,12 @@ static void run_task(rollout *ro, task *t)
 		pthread_mutex_lock(&ro->lock);
 		release_slot_locked(ro);
 		pthread_mutex_unlock(&ro->lock);
+	}
+	if (had_infra && !cut && rerun_for_fds(ro, t, infra_err)) {
+		json_decref(infra_err);
+		json_decref(cmds);
+		json_decref(res);
+		return 1;
 	}
 	json_object_set_new(res, "sandbox_id", id[0] ? json_string(id) : json_null());
 	json_object_set_new(res, "ok", json_boolean(all_ok && !had_infra));
@@ -318,6 +435,7 @@ static void run_task(rollout *ro, task *t)
 	t->result = NULL;
 	progress(ro);
 	pthread_mutex_unlock(&ro->lock);
+	return 0;
 }
 
 /* After an interrupt, deletes every sandbox a task holds (once), which kills the commands
@@ -351,7 +469,24 @@ static void *watcher(void *arg)
 	return NULL;
 }
 
-/* A result line for a task the interrupt kept from starting. */
+/* How many tasks the descriptor limit lets run at once, at most `want` (said once when
+ * fewer). */
+static size_t fds_budget(rollout *ro, size_t want)
+{
+	size_t limit = cli_fds_limit(), open = cli_fds_open() + CLI_FDS_RESERVE;
+	size_t fit = limit > open ? (limit - open) / CLI_FDS_PER_TASK : 0;
+	if (fit == 0)
+		fit = 1;
+	if (fit >= (want < ro->n ? want : ro->n))
+		return want;
+	ro->limit = fit;
+	char why[96];
+	snprintf(why, sizeof(why), "each task needs up to %d file descriptors", CLI_FDS_PER_TASK);
+	say_fds(ro, why);
+	return fit;
+}
+
+/* A result line for a task the interrupt kept from starting (under the lock, or alone). */
 static void mark_not_started(rollout *ro, task *t)
 {
 	json_t *spec = t->spec, *dsv = json_object_get(spec, "data_source");
@@ -369,17 +504,51 @@ static void mark_not_started(rollout *ro, task *t)
 	json_decref(res);
 }
 
+/* Waits (under the lock) until fewer than ro->limit tasks run; 0 when the rollout ended or
+ * was interrupted meanwhile. The wait is bounded so an interrupt is seen. */
+static int wait_for_room_locked(rollout *ro)
+{
+	while (ro->active >= ro->limit && !interrupted) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&ro->room, &ro->lock, &ts);
+	}
+	return !interrupted;
+}
+
 static void *worker(void *arg)
 {
 	rollout *ro = arg;
+	pthread_mutex_lock(&ro->lock);
 	for (;;) {
-		pthread_mutex_lock(&ro->lock);
-		size_t i = ro->next < ro->n && !interrupted ? ro->next++ : ro->n;
-		pthread_mutex_unlock(&ro->lock);
-		if (i >= ro->n)
-			return NULL;
-		run_task(ro, &ro->tasks[i]);
+		if (ro->next >= ro->n || !wait_for_room_locked(ro) || ro->next >= ro->n)
+			break;
+		task *t = &ro->tasks[ro->next++];
+		ro->active++;
+		for (;;) {
+			pthread_mutex_unlock(&ro->lock);
+			int again = run_task(ro, t);
+			pthread_mutex_lock(&ro->lock);
+			ro->active--;
+			pthread_cond_broadcast(&ro->room);
+			if (!again)
+				break;
+			if (!wait_for_room_locked(ro)) {
+				/* Interrupted while waiting to run it again: its first run left
+				 * no result, so it is one of those not started. */
+				mark_not_started(ro, t);
+				break;
+			}
+			ro->active++;
+		}
 	}
+	pthread_mutex_unlock(&ro->lock);
+	return NULL;
 }
 
 /* A task's data_source names a configured one (by name, "default", or index); otherwise
@@ -513,6 +682,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	int resume = 0;
 	cli_globals local = *g;
 	long conc = 8;
+	double wait = 600;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -531,6 +701,11 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 				return cli_usage_error(cli_help_rollout, "rollout",
 						       "--concurrency wants 1..4096, got '%s'",
 						       argv[i]);
+		} else if (strcmp(a, "--wait") == 0 && i + 1 < argc) {
+			wait = cli_parse_seconds(argv[++i]);
+			if (wait < 0)
+				return cli_usage_error(cli_help_rollout, "rollout",
+						       "--wait wants seconds, got '%s'", argv[i]);
 		} else if (a[0] == '-' && a[1]) {
 			return cli_usage_error(cli_help_rollout, "rollout", "bad option '%s'", a);
 		} else if (!tasks_path) {
@@ -549,9 +724,10 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		fprintf(stderr, "sbx: rollout: cannot open %s: %s\n", tasks_path, strerror(errno));
 		return CLI_USAGE;
 	}
-	rollout ro = {0};
+	rollout ro = {.wait = wait};
 	pthread_mutex_init(&ro.lock, NULL);
 	pthread_cond_init(&ro.freed, NULL);
+	pthread_cond_init(&ro.room, NULL);
 	size_t cap = 0, lineno = 0;
 	char *line = NULL;
 	size_t lcap = 0;
@@ -626,6 +802,8 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 		goto out;
 	}
 	ro.progress = isatty(2);
+	ro.conc = (size_t)conc;
+	ro.limit = fds_budget(&ro, (size_t)conc);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -636,7 +814,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	ro.started = now();
 	pthread_t watch;
 	int have_watcher = pthread_create(&watch, NULL, watcher, &ro) == 0;
-	size_t nthreads = (size_t)conc < ro.n ? (size_t)conc : ro.n;
+	size_t nthreads = ro.limit < ro.n ? ro.limit : ro.n;
 	pthread_t *th = calloc(nthreads ? nthreads : 1, sizeof(*th));
 	size_t started = 0;
 	for (size_t i = 0; th && i < nthreads; i++)
@@ -676,6 +854,7 @@ out:
 	free(ro.tasks);
 	sbx_host_free(ro.host);
 	pthread_cond_destroy(&ro.freed);
+	pthread_cond_destroy(&ro.room);
 	pthread_mutex_destroy(&ro.lock);
 	return rc;
 }

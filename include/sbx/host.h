@@ -137,6 +137,10 @@ typedef struct sbx_create_opts {
 	uint32_t reserved2;
 	/* With detached: the process whose death makes the sandbox reapable (0: none). */
 	int64_t owner_pid;
+	/* ABI 1.1: seconds to wait for a place under the data source's caps (max_concurrency,
+	 * max_starting, create_rate), which hold across every process sharing the state dir.
+	 * 0: SBX_E_LIMIT at once when a cap is full. The wait sleeps, never spins. */
+	double wait_seconds;
 } sbx_create_opts;
 
 /* Creates a sandbox and writes its id ("<alias>:<backend-id>") into id[SBX_ID_MAX].

@@ -5,7 +5,8 @@
  *        ops (init, fini, create, execute, destroy) and the optional ops (file ops, pause,
  *        resume, status, list_by_label, info).
  *   1.1  Status SBX_E_PLUGIN_CRASHED (23): the runner process of an out-of-process plugin
- *        died or hung; registry entries take `runner: process | inproc`.
+ *        died or hung; registry entries take `runner: process | inproc` (or a map with the
+ *        runner's limits: mode, grace, timeout, max_crashes, window).
  *        sbx_exec_outcome grows oom_killed (and reserved1) at its end.
  *        Background jobs (host.h): sbx_exec_opts.background, sbx_exec_result.job_id,
  *        sbx_job_info and sbx_job_status/list/wait/kill/read, policy key max_jobs; jobs
@@ -17,6 +18,9 @@
  *        retries once under auto_resume.
  *        sbx_host_api grows state_dir_for(cfg): the plugins' folder of the host that made the
  *        config. state_dir(void) stays for 1.0 plugins (the host made last in the process).
+ *        Caps held across every process sharing a state dir, through the ledger: policy keys
+ *        max_starting, create_rate, create_burst beside max_concurrency; sbx_create_opts
+ *        grows wait_seconds at its end (how long a create may wait for a place).
  *        Every plugin config also carries the host's key max_file_bytes (config_int): a
  *        plugin stops reading a file past it and fails with SBX_E_LIMIT; the host checks
  *        what read_file returns against it too.
@@ -31,17 +35,26 @@
  * be recoverable from its backend id, so a sandbox created by one process can be used and
  * destroyed by another.
  *
+ * Where a plugin runs: a registry entry's `runner: inproc` loads it into the caller's process,
+ * `runner: process` into sbx-runner, a process of its own that loads the same file through the
+ * same checks and serves its ops over a socket (see docs/design.md, "Out-of-process plugins").
+ * A plugin that ships with sbx runs in process by default, any other in a runner. The plugin
+ * sees no difference: the same services table, the same calls, from many threads.
+ *
  * What a plugin must never do, and what the host does when it happens anyway:
  *   - crash (segfault, abort), call exit(), or hang past a call's timeout: in process, this
- *     takes the caller down or hangs it; with `runner: process` (the default for plugins that
- *     do not ship with sbx) the calls in flight return SBX_E_PLUGIN_CRASHED naming the alias
- *     and the signal or exit status, a hung execute is killed at its timeout plus a grace
- *     period, and the next call starts a fresh runner (see docs/design.md).
+ *     takes the caller down or hangs it. In a runner, every call in flight returns
+ *     SBX_E_PLUGIN_CRASHED naming the alias and the signal or exit status; a call still
+ *     running at its timeout plus the entry's grace period (30 s by default; calls without a
+ *     timeout of their own get the entry's `timeout`, none by default) kills the runner and
+ *     returns it too; the next call starts a fresh runner, and after max_crashes deaths
+ *     within the window (5 in 60 s) the alias is faulty (SBX_E_FAULTY) like a failed load.
+ *   - keep memory it does not free: in a runner it grows the runner, never the caller.
  *   - write to stdout or stderr: in process, the bytes reach the caller's streams; a runner's
  *     stdout is /dev/null and its stderr is the host's.
  *   - call the output callback after execute returned, or with another call's context: the
- *     context is a token, not a pointer; the host drops the bytes, logs it once, and the
- *     callback returns SBX_E_CANCELLED.
+ *     context is a token, not a pointer; the host (or the runner) drops the bytes, logs it
+ *     once, and the callback returns SBX_E_CANCELLED.
  *   - call the output callback with a stream other than SBX_STREAM_STDOUT/STDERR, or NULL
  *     data with a length: the callback returns SBX_E_INVAL.
  *   - report an outcome out of range (exit_code outside -1..255, signal outside 0..64,

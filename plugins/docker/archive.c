@@ -59,13 +59,20 @@ int docker_put_file(docker_engine *e, const char *id, const char *dir, const cha
 }
 
 int docker_get_archive(docker_engine *e, const char *id, const char *full, const char *op,
-		       docker_resp *resp, sbx_error *err)
+		       uint64_t max, docker_resp *resp, sbx_error *err)
 {
 	char path[4400];
 	memset(resp, 0, sizeof(*resp));
 	int rc = archive_path(id, full, path, sizeof(path), err);
 	if (rc == SBX_OK)
-		rc = docker_request(e, "GET", path, NULL, NULL, 0, resp, err);
+		rc = docker_get_max(e, path, max + DOCKER_TAR_SLACK, resp, err);
+	if (rc == SBX_E_LIMIT)
+		return sbxs_host->set_error(
+		    err, SBX_E_LIMIT,
+		    "docker: %s: '%.300s' is larger than max_file_bytes "
+		    "(%llu bytes)%s",
+		    op, full, (unsigned long long)max,
+		    strcmp(op, "list") == 0 ? " in all: list a folder below it" : "");
 	if (rc != SBX_OK)
 		return rc;
 	if (resp->status == 404)
@@ -108,8 +115,22 @@ static void fill_info(json_t *j, const char *full, sbx_file_info *info)
 	snprintf(info->name, sizeof(info->name), "%s", base && base[1] ? base + 1 : full);
 }
 
-int docker_stat_raw(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
-		    char *link, size_t link_cap, sbx_error *err)
+/* Names the kind of a Go os.FileMode that is no regular file, folder or symlink. */
+static const char *mode_what(uint64_t mode)
+{
+	if (mode & (1ull << 25))
+		return "a FIFO";
+	if (mode & (1ull << 24))
+		return "a socket";
+	if (mode & (1ull << 21))
+		return "a character device";
+	if (mode & (1ull << 26))
+		return "a block device";
+	return "not a regular file";
+}
+
+static int stat_entry(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
+		      char *link, size_t link_cap, const char **what, sbx_error *err)
 {
 	char url[4400];
 	unsigned char js[8192];
@@ -144,8 +165,25 @@ int docker_stat_raw(docker_engine *e, const char *id, const char *full, sbx_file
 	const char *t = json_string_value(json_object_get(j, "linkTarget"));
 	if (link && link_cap)
 		snprintf(link, link_cap, "%s", t ? t : "");
+	if (what)
+		*what = info->kind == SBX_FILE_OTHER
+			    ? mode_what((uint64_t)json_integer_value(json_object_get(j, "mode")))
+			    : NULL;
 out:
 	json_decref(j);
 	docker_resp_free(&resp);
 	return rc;
+}
+
+int docker_stat_raw(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
+		    char *link, size_t link_cap, sbx_error *err)
+{
+	return stat_entry(e, id, full, info, link, link_cap, NULL, err);
+}
+
+int docker_stat_what(docker_engine *e, const char *id, const char *full, sbx_file_info *info,
+		     const char **what, sbx_error *err)
+{
+	*what = NULL;
+	return stat_entry(e, id, full, info, NULL, 0, what, err);
 }

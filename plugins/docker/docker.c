@@ -189,6 +189,7 @@ static int docker_init(const sbx_config *cfg, void **state, sbx_error *err)
 		sbxs_http_fini();
 		return rc;
 	}
+	st->max_file_bytes = sbxs_conf_max_file_bytes(cfg);
 	if (st->set.working_dir[0] != '/') {
 		rc = sbxs_host->set_error(err, SBX_E_CONFIG,
 					  "docker: working_dir '%.200s' is not an absolute path",

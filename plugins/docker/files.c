@@ -48,6 +48,23 @@ int docker_write_file(void *state, const char *id, const char *path, const void 
 	int rc;
 	if ((rc = target(st, id, path, 1, "write", full, err)) != SBX_OK)
 		return rc;
+	/* The engines put a file in place of whatever is there: a folder would go with all it
+	 * holds, a FIFO or device would be replaced behind the command's back. What they do
+	 * replace is the name, a new file: a hard link out of the work dir is left alone. */
+	sbx_file_info fi;
+	const char *what;
+	rc = docker_stat_what(&st->engine, id, full, &fi, &what, err);
+	if (rc == SBX_OK && fi.kind == SBX_FILE_DIR)
+		return sbxs_host->set_error(err, SBX_E_INVAL,
+					    "docker: write: '%.200s' is a directory", path);
+	if (rc == SBX_OK && what)
+		return sbxs_host->set_error(
+		    err, SBX_E_INVAL,
+		    "docker: write: '%.200s' is %s; only regular files can be "
+		    "read or written",
+		    path, what);
+	if (rc != SBX_OK && rc != SBX_E_NO_FILE)
+		return rc;
 	if (split(full, dir, sizeof(dir), &name) != SBX_OK)
 		return sbxs_host->set_error(err, SBX_E_PATH,
 					    "docker: write: '%.200s' names no file", path);
@@ -87,10 +104,11 @@ int docker_read_file(void *state, const char *id, const char *path, void **data,
 	/* The archive holds a symlink itself, not its target: follow a few by hand. */
 	for (int hops = 0; hops < 8; hops++) {
 		docker_resp resp = {0};
-		if ((rc = docker_get_archive(&st->engine, id, full, "read", &resp, err)) != SBX_OK)
+		if ((rc = docker_get_archive(&st->engine, id, full, "read", st->max_file_bytes,
+					     &resp, err)) != SBX_OK)
 			return rc;
-		rc = docker_tar_first(resp.body.data, resp.body.len, full, data, len, link,
-				      sizeof(link), err);
+		rc = docker_tar_first(resp.body.data, resp.body.len, path, st->max_file_bytes, data,
+				      len, link, sizeof(link), err);
 		docker_resp_free(&resp);
 		if (rc != SBX_E_EXISTS)
 			return rc;
@@ -133,7 +151,8 @@ int docker_list_dir(void *state, const char *id, const char *path, sbx_file_info
 	int rc;
 	if ((rc = target(st, id, path, 1, "list", full, err)) != SBX_OK)
 		return rc;
-	if ((rc = docker_get_archive(&st->engine, id, full, "list", &resp, err)) != SBX_OK)
+	if ((rc = docker_get_archive(&st->engine, id, full, "list", st->max_file_bytes, &resp,
+				     err)) != SBX_OK)
 		return rc;
 	rc = docker_tar_list(resp.body.data, resp.body.len, full, entries, n, err);
 	docker_resp_free(&resp);

@@ -31,9 +31,10 @@ typedef struct docker_settings {
 typedef struct docker_state {
 	docker_settings set;
 	docker_engine engine;
-	json_t *cap_drop; /* array of strings */
-	json_t *ulimits;  /* array of {Name, Soft, Hard} */
-	json_t *env;      /* array of "K=V" */
+	json_t *cap_drop;        /* array of strings */
+	json_t *ulimits;         /* array of {Name, Soft, Hard} */
+	json_t *env;             /* array of "K=V" */
+	uint64_t max_file_bytes; /* the host's cap on a file read */
 } docker_state;
 
 #endif

@@ -81,8 +81,25 @@ out:
 	return rc;
 }
 
-int docker_tar_first(const void *tar, size_t tar_len, const char *path, void **data, size_t *len,
-		     char *link, size_t link_cap, sbx_error *err)
+/* What a tar entry that is no regular file, folder or symlink is, for messages. */
+static const char *other_kind(mode_t type)
+{
+	switch (type) {
+	case AE_IFIFO:
+		return "a FIFO";
+	case AE_IFSOCK:
+		return "a socket";
+	case AE_IFCHR:
+		return "a character device";
+	case AE_IFBLK:
+		return "a block device";
+	default:
+		return "not a regular file";
+	}
+}
+
+int docker_tar_first(const void *tar, size_t tar_len, const char *path, uint64_t max, void **data,
+		     size_t *len, char *link, size_t link_cap, sbx_error *err)
 {
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
@@ -114,12 +131,27 @@ int docker_tar_first(const void *tar, size_t tar_len, const char *path, void **d
 	}
 	if (archive_entry_filetype(e) != AE_IFREG) {
 		rc = sbxs_host->set_error(err, SBX_E_INVAL,
-					  "docker: read: %.200s is not a regular file", path);
+					  "docker: read: '%.200s' is %s; only regular files can be "
+					  "read or written",
+					  path, other_kind(archive_entry_filetype(e)));
 		goto out;
 	}
 	la_int64_t size = archive_entry_size(e);
-	if (size < 0 || (uint64_t)size > SIZE_MAX - 1) {
+	if (size < 0) {
 		rc = sbxs_host->set_error(err, SBX_E_IO, "docker: read: %.200s: bad size", path);
+		goto out;
+	}
+	if ((uint64_t)size > max) {
+		rc = sbxs_host->set_error(err, SBX_E_LIMIT,
+					  "docker: read: '%.200s' is larger than max_file_bytes "
+					  "(%llu > %llu bytes)",
+					  path, (unsigned long long)size, (unsigned long long)max);
+		goto out;
+	}
+	/* The content is in the archive: a size past it is a lie, not a reason to allocate. */
+	if ((uint64_t)size > tar_len) {
+		rc = sbxs_host->set_error(err, SBX_E_IO, "docker: read: %.200s: truncated tar",
+					  path);
 		goto out;
 	}
 	buf = sbxs_host->alloc((size_t)size + 1);
@@ -198,8 +230,8 @@ int docker_tar_list(const void *tar, size_t tar_len, const char *path, sbx_file_
 			continue;
 		const char *rest = slash + 1;
 		size_t l = strcspn(rest, "/");
-		if (rest[l] && rest[l + 1])
-			continue;
+		if (l == 0 || (rest[l] && rest[l + 1]))
+			continue; /* "top//": no name; "top/a/b": not directly below */
 		if (count == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			sbx_file_info *nl = sbxs_host->realloc(list, ncap * sizeof(*nl));

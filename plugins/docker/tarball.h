@@ -15,9 +15,10 @@ int docker_tar_one(const char *name, const void *data, size_t len, uint32_t mode
 
 /* The first entry of a tar as a regular file (*data from host->alloc, NUL-terminated). A
  * symlink gives SBX_E_EXISTS with its target in link[link_cap]; a directory or another kind
- * SBX_E_INVAL; `path` names the file in messages. */
-int docker_tar_first(const void *tar, size_t tar_len, const char *path, void **data, size_t *len,
-		     char *link, size_t link_cap, sbx_error *err);
+ * (FIFO, device, socket) SBX_E_INVAL; a file larger than max bytes SBX_E_LIMIT; `path` names
+ * the file in messages. */
+int docker_tar_first(const void *tar, size_t tar_len, const char *path, uint64_t max, void **data,
+		     size_t *len, char *link, size_t link_cap, sbx_error *err);
 
 /* The entries directly below the tar's top directory (*entries from host->alloc, at least
  * one element allocated). SBX_E_INVAL when the top is not a directory. */

@@ -150,8 +150,8 @@ void docker_stream_req(docker_engine *e, const char *method, const char *url, co
 
 /* One request to a URL path of the engine (versioned or not). */
 static int perform(docker_engine *e, const char *method, const char *url_path,
-		   const char *content_type, const void *body, size_t len, docker_resp *resp,
-		   sbx_error *err)
+		   const char *content_type, const void *body, size_t len, uint64_t max_body,
+		   docker_resp *resp, sbx_error *err)
 {
 	char url[1024], what[160], ct[128];
 	const char *headers[2] = {NULL, NULL};
@@ -177,14 +177,15 @@ static int perform(docker_engine *e, const char *method, const char *url_path,
 			     .share = e->share,
 			     .setup = setup_call,
 			     .on_header = on_header,
-			     .ctx = &c};
+			     .ctx = &c,
+			     .max_body = max_body};
 	sbxs_http_resp http;
 	int rc = sbxs_http_do(&req, &http, err);
 	resp->status = http.status;
 	resp->body = http.body;
 	if (rc == SBX_OK && c.oom)
 		rc = sbxs_nomem(err, DOCKER_ALIAS, what);
-	else if (rc != SBX_OK && rc != SBX_E_NOMEM && http.curl_code != CURLE_OK)
+	else if (rc != SBX_OK && rc != SBX_E_NOMEM && !http.too_long && http.curl_code != CURLE_OK)
 		rc = docker_transport_error(e, what, http.curl_code, err);
 	if (rc != SBX_OK)
 		docker_resp_free(resp);
@@ -199,8 +200,10 @@ int docker_url(const docker_engine *e, const char *path, char *buf, size_t cap, 
 	return SBX_OK;
 }
 
-int docker_request(docker_engine *e, const char *method, const char *path, const char *content_type,
-		   const void *body, size_t len, docker_resp *resp, sbx_error *err)
+/* METHOD on the versioned path, after negotiating. */
+static int versioned(docker_engine *e, const char *method, const char *path,
+		     const char *content_type, const void *body, size_t len, uint64_t max_body,
+		     docker_resp *resp, sbx_error *err)
 {
 	char vpath[900];
 	memset(resp, 0, sizeof(*resp));
@@ -210,7 +213,19 @@ int docker_request(docker_engine *e, const char *method, const char *path, const
 	int n = snprintf(vpath, sizeof(vpath), "/v%s%s", e->api_version, path);
 	if (n < 0 || (size_t)n >= sizeof(vpath))
 		return sbxs_host->set_error(err, SBX_E_INVAL, "docker: request path is too long");
-	return perform(e, method, vpath, content_type, body, len, resp, err);
+	return perform(e, method, vpath, content_type, body, len, max_body, resp, err);
+}
+
+int docker_request(docker_engine *e, const char *method, const char *path, const char *content_type,
+		   const void *body, size_t len, docker_resp *resp, sbx_error *err)
+{
+	return versioned(e, method, path, content_type, body, len, 0, resp, err);
+}
+
+int docker_get_max(docker_engine *e, const char *path, uint64_t max_body, docker_resp *resp,
+		   sbx_error *err)
+{
+	return versioned(e, "GET", path, NULL, NULL, 0, max_body, resp, err);
 }
 
 int docker_request_json(docker_engine *e, const char *method, const char *path, const json_t *body,
@@ -288,7 +303,7 @@ static int server_version(docker_engine *e, char *out, size_t cap, sbx_error *er
 {
 	docker_resp resp = {0};
 	json_t *j = NULL;
-	int rc = perform(e, "GET", "/_ping", NULL, NULL, 0, &resp, err);
+	int rc = perform(e, "GET", "/_ping", NULL, NULL, 0, 0, &resp, err);
 	if (rc != SBX_OK)
 		return rc;
 	snprintf(e->engine, sizeof(e->engine), "%s", resp.server[0] ? resp.server : "unknown");
@@ -297,7 +312,7 @@ static int server_version(docker_engine *e, char *out, size_t cap, sbx_error *er
 		goto out;
 	}
 	docker_resp_free(&resp);
-	if ((rc = perform(e, "GET", "/version", NULL, NULL, 0, &resp, err)) != SBX_OK)
+	if ((rc = perform(e, "GET", "/version", NULL, NULL, 0, 0, &resp, err)) != SBX_OK)
 		return rc;
 	if (resp.status != 200) {
 		char msg[200];

@@ -52,6 +52,10 @@ int docker_negotiate(docker_engine *e, sbx_error *err);
  * when there is a body or the method sends one. */
 int docker_request(docker_engine *e, const char *method, const char *path, const char *content_type,
 		   const void *body, size_t len, docker_resp *resp, sbx_error *err);
+/* A GET as docker_request whose answer may be long (a file's archive): a body past
+ * max_body bytes (0: no limit) ends it with SBX_E_LIMIT. */
+int docker_get_max(docker_engine *e, const char *path, uint64_t max_body, docker_resp *resp,
+		   sbx_error *err);
 /* As docker_request with a JSON body. */
 int docker_request_json(docker_engine *e, const char *method, const char *path, const json_t *body,
 			docker_resp *resp, sbx_error *err);

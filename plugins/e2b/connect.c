@@ -171,6 +171,12 @@ int e2b_process_feed(e2b_process *p, const void *data, size_t len)
 		const unsigned char *f = b + off;
 		size_t fl =
 		    ((size_t)f[1] << 24) | ((size_t)f[2] << 16) | ((size_t)f[3] << 8) | f[4];
+		if (fl > E2B_MAX_FRAME) {
+			/* envd is the sandbox's: its word is not a reason to buffer 4 GiB. */
+			p->bad = 1;
+			ok = 0;
+			break;
+		}
 		if (have - off - 5 < fl)
 			break;
 		ok = frame(p, f[0], (const char *)f + 5, fl);

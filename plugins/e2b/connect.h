@@ -12,6 +12,8 @@
 #include <sbx/plugin.h>
 #include <sbx/support/buf.h>
 
+#define E2B_MAX_FRAME (64u << 20) /* the longest frame accepted; a longer one is bad */
+
 typedef struct e2b_process {
 	/* Output: where decoded stdout and stderr go (NULL: dropped). */
 	sbx_output_fn output;

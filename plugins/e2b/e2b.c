@@ -202,6 +202,7 @@ static int e2b_init(const sbx_config *cfg, void **state, sbx_error *err)
 		return rc;
 	}
 	pthread_mutex_init(&st->lock, NULL);
+	st->max_file_bytes = sbxs_conf_max_file_bytes(cfg);
 	if ((rc = derive(st, err)) != SBX_OK)
 		e2b_fini(st);
 	else

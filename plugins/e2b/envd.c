@@ -286,8 +286,15 @@ int e2b_files(e2b_state *st, const char *id, const char *path, const void *data,
 	hr.idempotent = 1;
 	hr.timeout_ms = (int64_t)(st->set.request_timeout * 1000);
 	hr.retry = &st->retry;
+	/* A read stops one byte past max_file_bytes: that file is refused, never held whole. */
+	hr.max_body = data ? 0 : st->max_file_bytes;
 	rc = sbxs_http_do(&hr, r, err);
 	curl_mime_free(u.mime);
+	if (r->too_long)
+		return sbxs_host->set_error(err, SBX_E_LIMIT,
+					    "e2b: %s: '%.300s' is larger than max_file_bytes (%llu "
+					    "bytes)",
+					    what, path, (unsigned long long)st->max_file_bytes);
 	if (rc != SBX_OK && rc != SBX_E_NOMEM && r->curl_code != CURLE_OK)
 		return sbxs_host->set_error(err, SBX_E_UNREACHABLE, "e2b: %s '%.200s': envd: %s",
 					    what, path, curl_easy_strerror(r->curl_code));

@@ -2,7 +2,9 @@
  * envd's process service (process.c). What the command leaves running lives on: the
  * wrapper's end markers say when its output is complete and its exit status, and the call
  * hangs up there (envd keeps the wrapper, which waits for the leftovers holding its relays,
- * as a process of its own). stdin bytes go to the wrapper's file through /files first. */
+ * as a process of its own). stdin bytes go to the wrapper's file through /files first; the
+ * wrapper, not envd, enters the cwd, so a relative one is checked to stay beneath the work
+ * dir (the user's home, where envd starts it). */
 #include <string.h>
 
 #include <sbx/support/host.h>
@@ -23,6 +25,7 @@ int e2b_execute(void *state, const char *id, const sbx_exec_request *req, sbx_ex
 		return sbxs_host->set_error(err, SBX_E_IO, "e2b: exec: no randomness for a token");
 	sbxs_rexec x = {.token = token,
 			.stdin_how = req->has_stdin ? SBXS_REXEC_STDIN_FILE : SBXS_REXEC_STDIN_NONE,
+			.cwd = req->cwd,
 			.shell = req->shell,
 			.argv = req->argv};
 	int rc = sbxs_rexec_argv(&x, E2B_ALIAS, &argv, NULL, err);
@@ -49,6 +52,10 @@ int e2b_execute(void *state, const char *id, const sbx_exec_request *req, sbx_ex
 	rc = e2b_process_run(st, id, &run, out, err);
 	if (rc == SBX_OK && tap.done && !out->timed_out)
 		sbxs_rexec_outcome(tap.status, out);
+	else if (rc == SBX_OK && !out->timed_out &&
+		 (rc = sbxs_rexec_cwd_error(&tap, out->exit_code, E2B_ALIAS, req->cwd, err)) !=
+		     SBX_OK)
+		goto out;
 	else if (!tap.done && !tap.sink_rc) {
 		/* No markers: the wrapper stopped before the command ran, or was killed. */
 		int held = sbxs_rexec_tap_flush(&tap);

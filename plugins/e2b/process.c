@@ -13,9 +13,25 @@
 #include "envd.h"
 #include "process.h"
 
+/* One stream call's transfer: the parser, and the handle that tells what the answer is. */
+typedef struct stream {
+	e2b_process *p;
+	CURL *c;
+	size_t other; /* bytes of an answer that is no stream */
+} stream;
+
 static size_t on_data(char *data, size_t size, size_t n, void *ctx)
 {
-	e2b_process *p = ctx;
+	stream *s = ctx;
+	e2b_process *p = s->p;
+	long status = 0;
+	curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200) {
+		/* An error answer (a paused sandbox's 502) is no Connect stream: stream_call
+		 * words it by its status. Its body is not kept, nor read past 64 KiB. */
+		s->other += size * n;
+		return s->other <= (64u << 10) ? size * n : 0;
+	}
 	if (!e2b_process_feed(p, data, size * n))
 		return 0;
 	if (p->stop && *p->stop)
@@ -57,11 +73,14 @@ static CURLcode stream_call(const e2b_target *t, const char *method, const char 
 	if (sbxs_http_prepare(&req, c, &hd, NULL) != SBX_OK)
 		goto out;
 	*oom = 0;
+	stream s = {.p = p, .c = c};
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, p);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
 	cc = curl_easy_perform(c);
 	long status = 0;
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	if (cc == CURLE_WRITE_ERROR && status != 200 && s.other)
+		cc = CURLE_OK; /* a long error answer, cut: its status says what happened */
 	if (cc == CURLE_OK && status != 200 && !p->end_stream) {
 		snprintf(p->error_code, sizeof(p->error_code), "%s",
 			 status == 502 ? "unavailable" : "unknown");
@@ -86,10 +105,9 @@ static json_t *start_request(const char *const *argv, const sbx_exec_request *re
 	for (uint32_t i = 0; req && i < req->n_env; i++)
 		if (json_object_set_new(envs, req->env[i].key, json_string(req->env[i].value)) != 0)
 			goto fail;
+	/* No cwd: the wrapper enters it (and checks that it stays beneath the work dir). */
 	json_t *p = json_pack("{s:s,s:o,s:o}", "cmd", argv[0], "args", args, "envs", envs);
 	args = envs = NULL;
-	if (p && req && req->cwd && *req->cwd)
-		json_object_set_new(p, "cwd", json_string(req->cwd));
 	return p ? json_pack("{s:o,s:b}", "process", p, "stdin", 0) : NULL;
 fail:
 	json_decref(args);

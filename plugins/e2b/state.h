@@ -48,7 +48,8 @@ typedef struct e2b_state {
 	json_t *envs;
 	json_t *template_map;
 	sbxs_retry retry;
-	int use_v1; /* the gateway has no /v2/sandboxes (atomic) */
+	int use_v1;              /* the gateway has no /v2/sandboxes (atomic) */
+	uint64_t max_file_bytes; /* the host's cap on a file read */
 	pthread_mutex_t lock;
 	e2b_target *targets;
 } e2b_state;

@@ -14,33 +14,6 @@
 #include "podexec.h"
 #include "podspec.h"
 
-/* Passes output on to the host and keeps the tail of stderr, where the wrapper reports a
- * missing cwd. */
-typedef struct exec_tap {
-	sbx_output_fn fn;
-	void *ctx;
-	char tail[256];
-	size_t tail_len;
-} exec_tap;
-
-static int on_tap(void *ctx, uint32_t stream, const void *data, size_t len)
-{
-	exec_tap *t = ctx;
-	if (stream == SBX_STREAM_STDERR) {
-		const char *d = data;
-		size_t keep = len < sizeof(t->tail) - 1 ? len : sizeof(t->tail) - 1;
-		if (t->tail_len + keep > sizeof(t->tail) - 1) {
-			size_t drop = t->tail_len + keep - (sizeof(t->tail) - 1);
-			memmove(t->tail, t->tail + drop, t->tail_len - drop);
-			t->tail_len -= drop;
-		}
-		memcpy(t->tail + t->tail_len, d + len - keep, keep);
-		t->tail_len += keep;
-		t->tail[t->tail_len] = '\0';
-	}
-	return t->fn ? t->fn(t->ctx, stream, data, len) : SBX_OK;
-}
-
 int k8s_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
 		sbx_error *err)
 {
@@ -64,9 +37,8 @@ int k8s_execute(void *state, const char *id, const sbx_exec_request *req, sbx_ex
 		return rc;
 	const char *kill_argv[SBXS_REXEC_KILL_ARGC];
 	sbxs_rexec_kill_argv(token, kill_argv);
-	exec_tap tap = {.fn = req->output, .ctx = req->output_ctx};
 	sbxs_rexec_tap marks;
-	sbxs_rexec_tap_init(&marks, token, on_tap, &tap);
+	sbxs_rexec_tap_init(&marks, token, req->output, req->output_ctx);
 	k8s_podexec io = {.argv = argv,
 			  .kill_argv = kill_argv,
 			  .has_stdin = req->has_stdin != 0,
@@ -85,12 +57,9 @@ int k8s_execute(void *state, const char *id, const sbx_exec_request *req, sbx_ex
 		sbxs_rexec_outcome(marks.status, out);
 		goto out;
 	}
-	if (req->cwd && *req->cwd && io.exit_code == 126 && !io.timed_out &&
-	    strstr(tap.tail, "sbx-exec: no such directory: ")) {
-		rc = sbxs_host->set_error(err, SBX_E_NO_FILE, "k8s: exec: cwd '%s' does not exist",
-					  req->cwd);
+	if (!io.timed_out &&
+	    (rc = sbxs_rexec_cwd_error(&marks, io.exit_code, K8S_ALIAS, req->cwd, err)) != SBX_OK)
 		goto out;
-	}
 	if (io.timed_out) {
 		out->timed_out = 1;
 		out->exit_code = -1;

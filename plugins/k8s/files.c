@@ -1,7 +1,8 @@
 /* File ops through pods/exec: each op is a short POSIX sh script run in the sandbox
- * container (cat, head -c, stat, mkdir, rm), whose exit status says what went wrong; a
+ * container (head -c, stat, mkdir, mv, rm), whose exit status says what went wrong; a
  * relative path must stay beneath the work dir, symlinks resolved, and a prelude checks it
- * in the container. */
+ * in the container. Reads and writes touch regular files only, reads stop at
+ * max_file_bytes. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,60 +61,98 @@ static const char *first_line(sbxs_buf *b)
 	"case $(basename -- \"$q\") in ..|.) chk \"$q\";; *) chk \"$(dirname -- \"$q\")\";; " \
 	"esac; }; "
 
+/* `reg PATH` exits 6 to 10 unless PATH (a symlink followed) is a regular file: opening a
+ * FIFO would block the op, a device could feed it forever. */
+#define REGULAR_CHECK                                                                         \
+	"reg() { [ -f \"$1\" ] && return; [ -p \"$1\" ] && exit 6; [ -c \"$1\" ] && exit 7; " \
+	"[ -b \"$1\" ] && exit 8; [ -S \"$1\" ] && exit 9; exit 10; }; "
+
 /* One file op's script: its name (the script's $0), text (arguments: the path, then op
  * specific ones) and the messages of its exit statuses 3 (SBX_E_NO_FILE) and 4
- * (SBX_E_INVAL); NULL where the script never exits so. */
+ * (SBX_E_INVAL), NULL where the script never exits so; `regular`: it runs `reg` (exit
+ * statuses 6 to 10) and 11 says the file is larger than max_file_bytes. */
 typedef struct file_script {
 	const char *op;
 	const char *name;
 	const char *text;
 	const char *missing;
 	const char *wrong_kind;
+	int regular;
 } file_script;
 
+/* $2 max_file_bytes, $3 one byte more: a file that grows past the size stat saw is still
+ * cut there, and the plugin refuses what is longer than $2. */
 static const file_script read_script = {
-    "read", "sbx-read",
-    PATH_CHECK "chk \"$1\"; [ -e \"$1\" ] || exit 3; [ -d \"$1\" ] && exit 4; "
-	       "exec cat -- \"$1\"",
-    "no such file", "is a directory"};
+    "read",
+    "sbx-read",
+    PATH_CHECK REGULAR_CHECK "chk \"$1\"; [ -e \"$1\" ] || exit 3; [ -d \"$1\" ] && exit 4; "
+			     "reg \"$1\"; n=$(stat -L -c %s -- \"$1\") || exit 1; "
+			     "[ \"$n\" -gt \"$2\" ] && exit 11; exec head -c \"$3\" -- \"$1\"",
+    "no such file",
+    "is a directory",
+    1};
 
 /* $2 the byte count, $3 the mode. head -c needs no stdin EOF, so this works under v4 too;
- * the temp file and mv make the replacement atomic. */
+ * the temp file and mv make the replacement atomic, and replace a hard link instead of
+ * writing through it. */
 static const file_script write_script = {
-    "write", "sbx-write",
-    PATH_CHECK "chk \"$1\"; t=\"$1.sbx-tmp.$$\"; mkdir -p -- \"$(dirname -- \"$1\")\" && "
-	       "head -c \"$2\" > \"$t\" && chmod \"$3\" \"$t\" && mv -f -- \"$t\" "
-	       "\"$1\" || { rm -f -- \"$t\"; exit 1; }",
-    NULL, NULL};
+    "write",
+    "sbx-write",
+    PATH_CHECK REGULAR_CHECK
+    "chk \"$1\"; [ -d \"$1\" ] && exit 4; [ -e \"$1\" ] && reg \"$1\"; t=\"$1.sbx-tmp.$$\"; "
+    "mkdir -p -- \"$(dirname -- \"$1\")\" && head -c \"$2\" > \"$t\" && chmod \"$3\" \"$t\" && "
+    "mv -f -- \"$t\" \"$1\" || { rm -f -- \"$t\"; exit 1; }",
+    NULL,
+    "is a directory",
+    1};
 
 /* $2 1: recursive. */
 static const file_script remove_script = {
-    "remove", "sbx-rm",
+    "remove",
+    "sbx-rm",
     PATH_CHECK "chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
 	       "if [ \"$2\" = 1 ]; then rm -rf -- \"$1\"; elif [ -d \"$1\" ] && [ ! -L \"$1\" ]; "
 	       "then rmdir -- \"$1\"; else rm -f -- \"$1\"; fi",
-    "no such file", NULL};
+    "no such file",
+    NULL,
+    0};
 
 /* $2 1: with parents. */
-static const file_script mkdir_script = {"mkdir", "sbx-mkdir",
+static const file_script mkdir_script = {"mkdir",
+					 "sbx-mkdir",
 					 PATH_CHECK
 					 "chk \"$1\"; if [ \"$2\" = 1 ]; then mkdir -p -- \"$1\"; "
 					 "else mkdir -- \"$1\"; fi",
-					 NULL, NULL};
+					 NULL,
+					 NULL,
+					 0};
 
-static const file_script stat_script = {"stat", "sbx-stat",
+static const file_script stat_script = {"stat",
+					"sbx-stat",
 					PATH_CHECK
 					"chkp \"$1\"; [ -e \"$1\" ] || [ -L \"$1\" ] || exit 3; "
 					"exec stat -c '%f %s %Y %n' -- \"$1\"",
-					"no such file", NULL};
+					"no such file",
+					NULL,
+					0};
 
 static const file_script list_script = {
-    "list", "sbx-ls",
+    "list",
+    "sbx-ls",
     PATH_CHECK "chk \"$1\"; [ -e \"$1\" ] || exit 3; [ -d \"$1\" ] || exit 4; "
 	       "cd -- \"$1\" || exit 1; for e in * .[!.]* ..?*; do "
 	       "[ -e \"$e\" ] || [ -L \"$e\" ] || continue; "
 	       "stat -c '%f %s %Y %n' -- \"$e\"; done",
-    "no such directory", "not a directory"};
+    "no such directory",
+    "not a directory",
+    0};
+
+static int too_big(const k8s_state *st, const char *path, sbx_error *err)
+{
+	return sbxs_host->set_error(
+	    err, SBX_E_LIMIT, "k8s: read: '%.300s' is larger than max_file_bytes (%llu bytes)",
+	    path, (unsigned long long)st->max_file_bytes);
+}
 
 /* Runs s on path (a2, a3: its other arguments, NULL when none; stdin: in[in_len] when
  * has_in) and maps its exit status the same for every op: 5 the path leaves the work dir,
@@ -141,6 +180,15 @@ static int run_op(k8s_state *st, const char *id, const file_script *s, const cha
 	if (code == 4 && s->wrong_kind)
 		return sbxs_host->set_error(err, SBX_E_INVAL, "k8s: %s %s: %s", s->op, path,
 					    s->wrong_kind);
+	static const char *const kinds[] = {"a FIFO", "a character device", "a block device",
+					    "a socket", "not a regular file"};
+	if (s->regular && code >= 6 && code <= 10)
+		return sbxs_host->set_error(err, SBX_E_INVAL,
+					    "k8s: %s: '%.300s' is %s; only regular files can be "
+					    "read or written",
+					    s->op, path, kinds[code - 6]);
+	if (s->regular && code == 11)
+		return too_big(st, path, err);
 	return sbxs_host->set_error(err, SBX_E_IO, "k8s: %s %s: %s", s->op, path,
 				    first_line(&c->err));
 }
@@ -154,8 +202,14 @@ static void collect_free(collect *c)
 int k8s_read_file(void *state, const char *id, const char *path, void **data, size_t *len,
 		  sbx_error *err)
 {
+	k8s_state *st = state;
+	char cap[32], past[32];
 	collect c = {0};
-	int rc = run_op(state, id, &read_script, path, NULL, NULL, NULL, 0, 0, &c, err);
+	snprintf(cap, sizeof(cap), "%llu", (unsigned long long)st->max_file_bytes);
+	snprintf(past, sizeof(past), "%llu", (unsigned long long)st->max_file_bytes + 1);
+	int rc = run_op(st, id, &read_script, path, cap, past, NULL, 0, 0, &c, err);
+	if (rc == SBX_OK && c.out.len > st->max_file_bytes)
+		rc = too_big(st, path, err);
 	if (rc == SBX_OK && !(*data = sbxs_buf_take(&c.out, len)))
 		rc = sbxs_nomem(err, K8S_ALIAS, "read");
 	collect_free(&c);

@@ -148,6 +148,7 @@ static int k8s_init(const sbx_config *cfg, void **state, sbx_error *err)
 		return rc;
 	}
 	pthread_mutex_init(&st->bucket_lock, NULL);
+	st->max_file_bytes = sbxs_conf_max_file_bytes(cfg);
 	if ((rc = load_conn(st, &ctx_ns, err)) != SBX_OK)
 		goto out;
 	st->force_v4 = strcmp(st->set.exec_protocol, "v4") == 0;

@@ -59,6 +59,7 @@ typedef struct k8s_state {
 	k8s_conn conn;
 	char *ns; /* the namespace used: set.ns, the context's, or "default" (host memory) */
 	int force_v4;
+	uint64_t max_file_bytes; /* the host's cap on a file read */
 	/* Client-side token bucket. */
 	pthread_mutex_t bucket_lock;
 	double tokens;

@@ -88,6 +88,8 @@ int k8s_wsframe_parse(k8s_wsframe *p, const unsigned char *b, size_t avail, size
 	*used = off + (size_t)len;
 	if (opcode >= 8)
 		return control(p, opcode, fin, payload, (size_t)len);
+	if (opcode > 2)
+		return K8S_WS_ERROR; /* 3-7 are reserved (RFC 6455 5.2): fail the connection */
 	if (opcode == 0) {
 		if (!p->msg_op)
 			return K8S_WS_ERROR; /* a continuation of nothing */

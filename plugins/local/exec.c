@@ -125,6 +125,29 @@ static void reset_signals(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+static void close_others(int *keep, size_t n_keep)
+{
+	/* Sort the few fds to keep, then close every gap between them. */
+	for (size_t i = 1; i < n_keep; i++)
+		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	unsigned lo = 3;
+	for (size_t i = 0; i <= n_keep; i++) {
+		unsigned hi = i < n_keep ? (unsigned)keep[i] : ~0u;
+		if (i < n_keep && keep[i] < 3)
+			continue;
+		if (hi > lo && syscall(SYS_close_range, lo, hi - 1, 0) != 0) {
+			for (unsigned fd = lo; fd < hi && fd < 65536; fd++)
+				close((int)fd);
+		}
+		if (i < n_keep)
+			lo = (unsigned)keep[i] + 1;
+	}
+}
+
 /* The command itself. Never returns. */
 static void run_command(const plan *p)
 {
@@ -150,6 +173,11 @@ static void run_command(const plan *p)
 		report(p, STAGE_SETUP, errno);
 	if ((p->cwd_fd >= 0 ? fchdir(p->cwd_fd) : chdir(p->cwd)) != 0)
 		report(p, STAGE_CHDIR, errno);
+	/* This child holds copies of every fd of the host, other calls' pipe ends among them
+	 * until its exec: a concurrent call whose command exits in that window would wait out
+	 * its drain and hand its pipes to a sink. Keep only the report pipe. */
+	int keep[] = {p->report_fd};
+	close_others(keep, p->report_fd >= 0 ? 1 : 0);
 	const char *file = p->argv[0];
 	if (strchr(file, '/')) {
 		execve(file, p->argv, p->envp);
@@ -264,29 +292,6 @@ static int kill_descendants(void)
 		}
 	}
 	return killed;
-}
-
-static void close_others(int *keep, size_t n_keep)
-{
-	/* Sort the few fds to keep, then close every gap between them. */
-	for (size_t i = 1; i < n_keep; i++)
-		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			int t = keep[j];
-			keep[j] = keep[j - 1];
-			keep[j - 1] = t;
-		}
-	unsigned lo = 3;
-	for (size_t i = 0; i <= n_keep; i++) {
-		unsigned hi = i < n_keep ? (unsigned)keep[i] : ~0u;
-		if (i < n_keep && keep[i] < 3)
-			continue;
-		if (hi > lo && syscall(SYS_close_range, lo, hi - 1, 0) != 0) {
-			for (unsigned fd = lo; fd < hi && fd < 65536; fd++)
-				close((int)fd);
-		}
-		if (i < n_keep)
-			lo = (unsigned)keep[i] + 1;
-	}
 }
 
 /* The isolated level's way in for the helper: this process (forked by the host) enters the

@@ -37,6 +37,21 @@ int local_path(const local_state *st, const char *id, const char *suffix, char *
 	return SBX_OK;
 }
 
+/* Writes all of len bytes, going on after a short write or EINTR. */
+static int write_whole(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
 int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err)
 {
 	const sbx_host_api *h = sbxs_host;
@@ -67,9 +82,14 @@ int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *er
 	if (json_object_set(root, "labels", labels) != 0 || json_object_set(root, "env", env) != 0)
 		goto nomem;
 	/* The environment given at create may hold secrets: owner-only, like the folder. */
+	/* One write: jansson's dumpfd writes each token with a system call of its own. */
+	char *text = json_dumps(root, JSON_COMPACT);
+	if (!text)
+		goto nomem;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int bad = fd < 0 || json_dumpfd(root, fd, JSON_COMPACT) != 0;
+	int bad = fd < 0 || write_whole(fd, text, strlen(text)) != 0;
 	int e = errno;
+	free(text);
 	if (fd >= 0 && close(fd) != 0 && !bad) {
 		bad = 1;
 		e = errno;

@@ -182,3 +182,11 @@ int sbxs_register(const sbx_host_api *host, sbx_registrar *reg, sbx_plugin_desc 
 	SBX_INIT_HEADER(*desc);
 	return host->register_sandbox(reg, desc);
 }
+
+uint64_t sbxs_conf_max_file_bytes(const sbx_config *cfg)
+{
+	int64_t v = 0;
+	if (sbxs_host->config_int(cfg, "max_file_bytes", &v, NULL) != SBX_OK || v <= 0)
+		return SBXS_MAX_FILE_BYTES;
+	return (uint64_t)v;
+}

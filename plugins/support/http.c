@@ -133,6 +133,11 @@ typedef struct transfer {
 static size_t on_body(char *data, size_t size, size_t n, void *ctx)
 {
 	transfer *a = ctx;
+	uint64_t max = a->req->max_body;
+	if (max && size * n > max - a->resp->body.len) {
+		a->resp->too_long = 1;
+		return 0; /* libcurl ends the transfer with a write error */
+	}
 	if (sbxs_buf_add(&a->resp->body, data, size * n) != SBX_OK) {
 		a->oom = 1;
 		return 0; /* libcurl ends the transfer with a write error */
@@ -255,6 +260,7 @@ static int perform(const sbxs_http_req *req, CURL *easy, sbxs_http_resp *resp, s
 	resp->status = 0;
 	resp->retry_after = -1;
 	resp->curl_code = CURLE_OK;
+	resp->too_long = 0;
 	curl_easy_reset(easy);
 	int rc = sbxs_http_prepare(req, easy, &headers, err);
 	if (rc != SBX_OK)
@@ -268,6 +274,10 @@ static int perform(const sbxs_http_req *req, CURL *easy, sbxs_http_resp *resp, s
 	sbxs_http_headers_free(headers);
 	if (a.oom)
 		return sbxs_nomem(err, req->alias, req->what ? req->what : req->method);
+	if (resp->too_long)
+		return sbxs_host->set_error(
+		    err, SBX_E_LIMIT, "%s: %s: the answer is longer than %llu bytes", req->alias,
+		    req->what ? req->what : req->method, (unsigned long long)req->max_body);
 	if (resp->curl_code == CURLE_OK) {
 		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &resp->status);
 		return SBX_OK;
@@ -299,7 +309,8 @@ static int retryable(const sbxs_http_req *req, int rc, const sbxs_http_resp *res
 	case CURLE_OK:
 		return 0; /* out of memory, or the set-up refused */
 	default:
-		return req->idempotent && rc != SBX_E_INVAL && rc != SBX_E_NOMEM;
+		return req->idempotent && rc != SBX_E_INVAL && rc != SBX_E_NOMEM &&
+		       rc != SBX_E_LIMIT;
 	}
 }
 

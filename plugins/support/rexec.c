@@ -54,8 +54,11 @@ static const char script[] =
     "o=$1 s=$2 d=$3 n=$4; shift 4\n"
     "exec 3>&2 2>/dev/null\n"
     "while [ \"$n\" -gt 0 ]; do export \"$1\" || exit 126; shift; n=$((n - 1)); done\n"
-    "if [ -n \"$d\" ]; then cd -- \"$d\" || { echo \"sbx-exec: no such directory: $d\" >&3; "
-    "exit 126; }; fi\n"
+    "if [ -n \"$d\" ]; then b=$(pwd -P); cd -- \"$d\" || { echo \"sbx-exec: no such directory: "
+    "$d\" >&3; exit 126; }\n"
+    "  case $d:$b in /*|*:/) ;; *) case $(pwd -P) in \"$b\"|\"$b\"/*) ;; *)\n"
+    "    echo \"sbx-exec: cwd leads outside the work dir: $d\" >&3; exit 126;; esac;; esac\n"
+    "fi\n"
     "if [ \"$1\" = s ]; then\n"
     "  if command -v bash >/dev/null; then set -- bash -c \"$2\"; else set -- sh -c \"$2\"; fi\n"
     "else shift; fi\n"
@@ -261,11 +264,29 @@ static int match_byte(sbxs_rexec_tap *t, size_t k, char c)
 	return 2;
 }
 
+/* Keeps the last bytes of stderr in t->err_tail. */
+static void keep_tail(sbxs_rexec_tap *t, const char *d, size_t len)
+{
+	size_t cap = sizeof(t->err_tail) - 1;
+	if (len >= cap) {
+		memcpy(t->err_tail, d + len - cap, cap);
+		t->err_tail_len = cap;
+	} else {
+		size_t drop = t->err_tail_len + len > cap ? t->err_tail_len + len - cap : 0;
+		memmove(t->err_tail, t->err_tail + drop, t->err_tail_len - drop);
+		memcpy(t->err_tail + t->err_tail_len - drop, d, len);
+		t->err_tail_len += len - drop;
+	}
+	t->err_tail[t->err_tail_len] = '\0';
+}
+
 int sbxs_rexec_tap_output(void *ctx, uint32_t stream, const void *data, size_t len)
 {
 	sbxs_rexec_tap *t = ctx;
 	if (stream != SBX_STREAM_STDOUT && stream != SBX_STREAM_STDERR)
 		return pass(t, stream, data, len);
+	if (stream == SBX_STREAM_STDERR && !t->done)
+		keep_tail(t, data, len);
 	size_t k = stream - SBX_STREAM_STDOUT;
 	const char *p = data, *end = p + len, *run = p; /* run: not yet passed on */
 	int rc = SBX_OK;
@@ -308,6 +329,22 @@ int sbxs_rexec_tap_flush(sbxs_rexec_tap *t)
 		if (!t->s[k].ended && (t->s[k].matched || t->s[k].n_digits))
 			rc = release_held(t, SBX_STREAM_STDOUT + k);
 	return rc;
+}
+
+int sbxs_rexec_cwd_error(const sbxs_rexec_tap *t, int exit_code, const char *alias, const char *cwd,
+			 sbx_error *err)
+{
+	if (t->done || exit_code != 126 || !cwd || !*cwd)
+		return SBX_OK;
+	if (strstr(t->err_tail, "sbx-exec: cwd leads outside the work dir: "))
+		return sbxs_host->set_error(err, SBX_E_PATH,
+					    "%s: exec: cwd '%.300s' leads outside the sandbox work "
+					    "dir",
+					    alias, cwd);
+	if (strstr(t->err_tail, "sbx-exec: no such directory: "))
+		return sbxs_host->set_error(err, SBX_E_NO_FILE,
+					    "%s: exec: cwd '%.300s' does not exist", alias, cwd);
+	return SBX_OK;
 }
 
 void sbxs_rexec_outcome(int status, sbx_exec_outcome *out)

@@ -9,6 +9,10 @@
  *   SBX_CONFORMANCE_IMAGE   image for each create (optional).
  *   SBX_CONFORMANCE_SKIP    names of cases this backend cannot support, separated by commas
  *                           or spaces (e.g. "files_escape_refused,signal_death").
+ *   SBX_CONFORMANCE_LEVEL   BACKEND:LEVEL (optional), the level of the backend the config asks
+ *                           for (e.g. "local:namespaces"). Where the backend's info says this
+ *                           machine cannot give it, the suite prints why and exits 77, which
+ *                           CTest reports as skipped; a level the info does not name fails.
  *   SBX_CONFORMANCE_SLACK   seconds a timed-out call may take beyond its timeout (default 1).
  *   SBX_CONFORMANCE_SECRETS names of environment variables whose values the config uses for
  *                           keys the plugin declares secret (e.g. "E2B_API_KEY"): they must
@@ -438,11 +442,12 @@ CASE(timeout_kills_escapees)
 	release(r);
 }
 
+/* A background child holding stdout does not keep the call open: it sleeps past the call's
+ * timeout, so a call that waited for it would be timed_out. */
 CASE(background_holder)
 {
-	double t0 = now_s();
-	sbx_exec_result *r = sh_in("sleep 30 & echo done", 20, NULL, 0);
-	cr_assert_lt(now_s() - t0, 5.0);
+	sbx_exec_result *r = sh_in("sleep 300 & echo done", 60, NULL, 0);
+	cr_assert_eq(r->timed_out, 0, "the call waited for the holder");
 	expect_out(r, "done\n", 0);
 	release(r);
 }
@@ -533,16 +538,14 @@ CASE(destroy_twice)
 #define N_THREADS 8
 #define N_EXECS   4
 
-/* Seconds a background holder of the output keeps it open in concurrent_execs: a call that
- * waited for one would take at least this long. Twice the 25 s a docker exec was seen to take
- * at load 18, so a bound of HOLDER_S - 15 tells waiting from load. */
-#define HOLDER_S 60
+/* Seconds a background holder of the output keeps it open in concurrent_execs: longer than
+ * the case may run, so a call that waited for one would end in its timeout (timed_out). */
+#define HOLDER_S 600
 
 typedef struct worker {
 	int index;
 	int holders; /* odd execs start a holder (not where the backend waits for holders) */
 	int failures;
-	double longest;
 	char first_bad[1200];
 } worker;
 
@@ -554,19 +557,19 @@ static void *work(void *arg)
 		snprintf(cmd, sizeof(cmd), "echo t%d-%d; %s", w->index, k,
 			 k % 2 && w->holders ? "sleep " STR(HOLDER_S) " & true" : "true");
 		snprintf(want, sizeof(want), "t%d-%d\n", w->index, k);
-		sbx_exec_opts o = {.shell = cmd, .timeout = HOLDER_S};
+		sbx_exec_opts o = {.shell = cmd, .timeout = 60};
 		SBX_INIT_HEADER(o);
 		sbx_exec_result *r = NULL;
 		sbx_error e = {0};
 		double t0 = now_s();
 		int rc = sbx_exec(host, id, &o, &r, &e);
 		double took = now_s() - t0;
-		if (took > w->longest)
-			w->longest = took;
-		if (rc != SBX_OK || r->exit_code != 0 || strcmp(r->stdout_text, want) != 0) {
+		if (rc != SBX_OK || r->timed_out || r->exit_code != 0 ||
+		    strcmp(r->stdout_text, want) != 0) {
 			if (!w->failures++)
 				snprintf(w->first_bad, sizeof(w->first_bad),
-					 "%s: rc %d, %.300s, out %.300s", cmd, rc, e.message,
+					 "%s: rc %d, %.300s, timed out %d after %.3f s, out %.300s",
+					 cmd, rc, e.message, r ? (int)r->timed_out : 0, took,
 					 r ? r->stdout_text : "");
 		}
 		sbx_exec_result_free(r);
@@ -584,12 +587,10 @@ CASE(concurrent_execs)
 	}
 	for (int i = 0; i < N_THREADS; i++)
 		pthread_join(t[i], NULL);
-	for (int i = 0; i < N_THREADS; i++) {
+	/* No call waited for a holder: none timed out (a time bound would measure the load: a
+	 * loaded machine makes a podman exec take 20 s and more). */
+	for (int i = 0; i < N_THREADS; i++)
 		cr_assert_eq(w[i].failures, 0, "%s", w[i].first_bad);
-		/* No call waited for a holder: each returned well before one would let go
-		 * (a loose bound: a loaded machine makes a docker exec take 10-25 s). */
-		cr_assert_lt(w[i].longest, HOLDER_S - 15.0, "an exec took %.3f s", w[i].longest);
-	}
 }
 
 CASE(pause_resume)
@@ -909,17 +910,22 @@ CASE(timeout_kills_cgroup_movers)
 {
 	char cmd[600];
 	long me = (long)getpid();
+	/* As in timeout_kills_escapees: it sleeps past the timeout and the kill's slack. */
+	int nap = (int)(1.0 + slack()) + 2;
 	snprintf(
 	    cmd, sizeof(cmd),
 	    "setsid sh -c 'for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs; "
-	    "do [ -e \"$f\" ] && echo $$ > \"$f\"; done 2>/dev/null; sleep 2; "
+	    "do [ -e \"$f\" ] && echo $$ > \"$f\"; done 2>/dev/null; sleep %d; "
 	    "echo x > conf-cgm-%ld' & "
 	    "sleep 30",
-	    me);
+	    nap, me);
+	double t0 = now_s();
 	sbx_exec_result *r = sh_in(cmd, 1.0, NULL, 0);
 	cr_assert_eq(r->timed_out, 1);
 	release(r);
-	usleep(2500 * 1000);
+	double left = t0 + nap + 0.5 - now_s();
+	if (left > 0)
+		usleep((useconds_t)(left * 1e6));
 	r = sh("ls");
 	expect_out(r, "", 0);
 	release(r);
@@ -1063,4 +1069,71 @@ CASE(secrets_stay_out_of_state_and_logs)
 	cr_assert(!file_holds(log, never, n), "a secret is in the log %s", log);
 	cr_assert_eq(sbx_destroy(host, other, &err), SBX_OK, "%s", err.message);
 	unlink(log);
+}
+
+/* Whether SBX_CONFORMANCE_LEVEL's level is unsupported here: 1 with the backend's reason in
+ * `why`, 0 when supported or not asked for, -1 with the error in `why`. */
+static int level_unsupported(char *why, size_t size)
+{
+	const char *level = getenv("SBX_CONFORMANCE_LEVEL");
+	const char *colon = level ? strchr(level, ':') : NULL;
+	if (!level || !*level)
+		return 0;
+	if (!colon || colon == level || !colon[1]) {
+		snprintf(why, size, "SBX_CONFORMANCE_LEVEL must be BACKEND:LEVEL, not \"%s\"",
+			 level);
+		return -1;
+	}
+	char alias[64], key[128];
+	snprintf(alias, sizeof(alias), "%.*s", (int)(colon - level), level);
+	snprintf(key, sizeof(key), "\"%s\":{\"supported\":", colon + 1);
+	/* The backend's info from a data source of that type alone. (A host made from a config
+	 * asking for local's isolated level, then freed, made LSan's exit check crash here on the
+	 * DTLS range it found: gcc 12's LSan, not a leak.) */
+	char cfg[160];
+	snprintf(cfg, sizeof(cfg), "data_source:\n  sandbox:\n    type: %s\n", alias);
+	sbx_host_options o = {.config_text = cfg};
+	SBX_INIT_HEADER(o);
+	sbx_host *h = NULL;
+	char *json = NULL;
+	sbx_error e = {0};
+	if (sbx_host_new(&o, &h, &e) != SBX_OK || sbx_backend_info(h, alias, &json, &e) != SBX_OK) {
+		snprintf(why, size, "%s", e.message);
+		sbx_host_free(h);
+		return -1;
+	}
+	int rc = 0;
+	const char *levels = strstr(json, "\"levels\":{");
+	const char *at = levels ? strstr(levels, key) : NULL;
+	if (!at) {
+		snprintf(why, size, "%s's info names no level %s", alias, colon + 1);
+		rc = -1;
+	} else if (strncmp(at + strlen(key), "true", 4) != 0) {
+		const char *w = strstr(at, "\"why\":\"");
+		if (w)
+			snprintf(why, size, "%.*s", (int)strcspn(w + 7, "\""), w + 7);
+		else
+			snprintf(why, size, "(no reason given)");
+		rc = 1;
+	}
+	sbx_free(json);
+	sbx_host_free(h);
+	return rc;
+}
+
+/* Before any case, in Criterion's runner: the level check. */
+ReportHook(PRE_ALL)(struct criterion_test_set *tests)
+{
+	(void)tests;
+	char why[1024] = "";
+	int rc = level_unsupported(why, sizeof(why));
+	if (rc > 0) {
+		fprintf(stderr, "sbx_conformance: skipped (%s is not supported here: %s)\n",
+			getenv("SBX_CONFORMANCE_LEVEL"), why);
+		exit(77);
+	}
+	if (rc < 0) {
+		fprintf(stderr, "sbx_conformance: %s\n", why);
+		exit(1);
+	}
 }

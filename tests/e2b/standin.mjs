@@ -193,16 +193,41 @@ function resolvePath(s, p) {
   return path.isAbsolute(p) ? path.normalize(p) : path.join(s.home, p);
 }
 
+// Go's os.FileMode.String() of what lstat found: type letters ("dalTLDpSugct?" order) or
+// '-', then rwx bits ("prw-r--r--" a FIFO, "Dcrw-rw-rw-" a character device).
+function goMode(st) {
+  let t = '';
+  if (st.isDirectory()) t += 'd';
+  if (st.isSymbolicLink()) t += 'L';
+  if (st.isBlockDevice() || st.isCharacterDevice()) t += 'D';
+  if (st.isFIFO()) t += 'p';
+  if (st.isSocket()) t += 'S';
+  if (st.mode & 0o4000) t += 'u';
+  if (st.mode & 0o2000) t += 'g';
+  if (st.isCharacterDevice()) t += 'c';
+  if (st.mode & 0o1000) t += 't';
+  let perms = t || '-';
+  for (let i = 8; i >= 0; i--) perms += st.mode & (1 << i) ? 'rwxrwxrwx'[8 - i] : '-';
+  return perms;
+}
+
+// envd's EntryInfo (shared/pkg/filesystem GetEntryInfo): from lstat, but a symlink takes its
+// resolved target's type and permission bits, and symlinkTarget is that resolved path (the
+// link's own path when it cannot be resolved; the type is then unspecified). Mode holds
+// permission bits only; anything but a file or folder is FILE_TYPE_UNSPECIFIED.
 function entryInfo(full) {
   const st = fs.lstatSync(full);
-  const type = st.isFile() ? 'FILE_TYPE_FILE' : st.isDirectory() ? 'FILE_TYPE_DIRECTORY'
-    : st.isSymbolicLink() ? 'FILE_TYPE_SYMLINK' : 'FILE_TYPE_UNSPECIFIED';
-  const perm = st.mode & 0o777;
-  let perms = type === 'FILE_TYPE_DIRECTORY' ? 'd' : '-';
-  for (let i = 8; i >= 0; i--) perms += perm & (1 << i) ? 'rwxrwxrwx'[8 - i] : '-';
-  const e = { name: path.basename(full), type, path: full, size: String(st.size), mode: st.mode & 0o7777,
-    permissions: perms, owner: 'user', group: 'user', modifiedTime: st.mtime.toISOString() };
-  if (st.isSymbolicLink()) e.symlinkTarget = fs.readlinkSync(full);
+  let target = null;
+  let tst = st;
+  if (st.isSymbolicLink()) {
+    try { target = fs.realpathSync(full); } catch { target = full; }
+    try { tst = fs.statSync(target); } catch { tst = null; }
+  }
+  const type = !tst ? 'FILE_TYPE_UNSPECIFIED' : tst.isFile() ? 'FILE_TYPE_FILE'
+    : tst.isDirectory() ? 'FILE_TYPE_DIRECTORY' : 'FILE_TYPE_UNSPECIFIED';
+  const e = { name: path.basename(full), type, path: full, size: String(st.size), mode: tst ? tst.mode & 0o777 : 0,
+    permissions: goMode(st), owner: 'user', group: 'user', modifiedTime: st.mtime.toISOString() };
+  if (target !== null) e.symlinkTarget = target;
   return e;
 }
 

@@ -35,6 +35,8 @@ data_source:
     api_url: http://127.0.0.1:$port
     sandbox_url: http://127.0.0.1:$port
     retry_max_delay: 0.5
+    # The conformance suite's files_read_cap reads a file at the cap and one byte past it.
+    max_file_bytes: 1048576
     template_map:
       "python:3.12": py312
 EOF

@@ -13,7 +13,8 @@ build=${SBX_FUZZ_BUILD:-build-fuzz}
 cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DSBX_FUZZ=ON \
 	-DSBX_TESTS=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target fuzz_all >/dev/null
-targets=${*:-$(sed -n 's/^set(SBX_FUZZ_TARGETS \(.*\))$/\1/p' tests/fuzz/CMakeLists.txt)}
+# Every target this build made (the docker ones need libarchive).
+targets=${*:-$(cd "$build/tests/fuzz" && ls fuzz_* | sed 's/^fuzz_//' | grep -v '\.' )}
 for t in $targets; do
 	work="$build/fuzz-work/$t"
 	found="$build/findings/$t"

@@ -24,7 +24,9 @@ class Kubectl(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = os.path.join(WORK, "standin")
-        standin_ctl.start(cls.dir)
+        # kubectl drops exec output that comes before it made its streams: give the command
+        # the start-up time a container runtime takes (see standin.py --exec-start-delay).
+        standin_ctl.start(cls.dir, ["--exec-start-delay", "0.3"])
 
     @classmethod
     def tearDownClass(cls):

@@ -7,6 +7,7 @@ with fault injection by image name, and pods/exec over WebSocket (v5.channel.k8s
 v4.channel.k8s.io) running real local processes with cwd = the pod's private directory.
 
 Usage: standin.py --dir DIR [--port N] [--exec-mode both|v5|legacy] [--ready-delay S]
+                  [--exec-start-delay S]
 On start it writes DIR/ca.crt, DIR/token, DIR/kubeconfig, DIR/port and DIR/pid (last).
 
 Fault injection:
@@ -846,6 +847,8 @@ class ExecSession:
             self.send_frame(2, bytes([lowest]))
         except OSError:
             return
+        if s.args.exec_start_delay > 0:
+            time.sleep(s.args.exec_start_delay)
         cwd = s.pod_dir(self.ns, self.name)
         try:
             proc = subprocess.Popen(self.command, cwd=cwd, stdin=subprocess.PIPE,
@@ -1005,6 +1008,11 @@ def main():
     ap.add_argument("--exec-mode", choices=["both", "v5", "legacy"], default="both")
     ap.add_argument("--ready-delay", type=float, default=0.2)
     ap.add_argument("--term-delay", type=float, default=0.2)
+    # Seconds between an exec's upgrade and its command's start, as a container runtime
+    # takes to start an exec. kubectl's WebSocket client (v5) starts reading before it has
+    # made its streams and drops what arrives in between ("Unknown stream id 1, discarding
+    # message"): a command that answers within microseconds of the upgrade loses its output.
+    ap.add_argument("--exec-start-delay", type=float, default=0.0)
     ap.add_argument("--history", type=int, default=100000)
     ap.add_argument("--namespace", default="sbx")
     ap.add_argument("--verbose", action="store_true")

@@ -1,19 +1,22 @@
 /* The isolated level of `local` (`isolation: namespaces`), driven through the public host API:
  * what a command in the sandbox can and cannot see or reach, the limits, and that destroy
  * leaves nothing behind. Needs root (namespaces, mounts, cgroups); where the machine cannot
- * run the level, every case skips with the plugin's own reason. */
+ * run the level, every case skips with the plugin's own reason and the program, once every
+ * case has passed or skipped, prints that reason and exits 77 (CTest: skipped). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,25 +50,45 @@ static void start(const char *extra)
 	cr_assert_eq(sbx_host_new(&o, &host, &err), SBX_OK, "%s", err.message);
 }
 
-/* Skips (after cleaning up) when the machine cannot run the level, with the plugin's reason. */
-static void skip_unless_supported(void)
+/* The plugin's reason why this machine cannot run the level into `why` ("" when it can),
+ * asked of a host on state dir `dir`; -1 with the error in `why` when it cannot be asked. */
+static int level_why(const char *dir, char *why, size_t size)
 {
 	sbx_host_options o = {.config_text = "data_source:\n  sandbox:\n    type: local\n",
-			      .state_dir = state_dir};
+			      .state_dir = dir};
 	SBX_INIT_HEADER(o);
 	sbx_host *plain = NULL;
 	char *json = NULL;
-	cr_assert_eq(sbx_host_new(&o, &plain, &err), SBX_OK, "%s", err.message);
-	cr_assert_eq(sbx_backend_info(plain, "local", &json, &err), SBX_OK, "%s", err.message);
+	sbx_error e = {0};
+	why[0] = '\0';
+	if (sbx_host_new(&o, &plain, &e) != SBX_OK ||
+	    sbx_backend_info(plain, "local", &json, &e) != SBX_OK) {
+		snprintf(why, size, "%s", e.message);
+		sbx_host_free(plain);
+		return -1;
+	}
+	int rc = 0;
 	const char *ns = strstr(json, "\"namespaces\":{\"supported\":");
-	cr_assert_not_null(ns, "local's info names no namespaces level: %s", json);
-	char why[400] = "";
-	if (strncmp(ns + strlen("\"namespaces\":{\"supported\":"), "true", 4) != 0) {
+	if (!ns) {
+		snprintf(why, size, "local's info names no namespaces level: %.300s", json);
+		rc = -1;
+	} else if (strncmp(ns + strlen("\"namespaces\":{\"supported\":"), "true", 4) != 0) {
 		const char *w = strstr(ns, "\"why\":\"");
-		snprintf(why, sizeof(why), "%.300s", w ? w + 7 : "(no reason given)");
+		if (w)
+			snprintf(why, size, "%.*s", (int)strcspn(w + 7, "\""), w + 7);
+		else
+			snprintf(why, size, "(no reason given)");
 	}
 	sbx_free(json);
 	sbx_host_free(plain);
+	return rc;
+}
+
+/* Skips (after cleaning up) when the machine cannot run the level, with the plugin's reason. */
+static void skip_unless_supported(void)
+{
+	char why[400];
+	cr_assert_eq(level_why(state_dir, why, sizeof(why)), 0, "%s", why);
 	if (why[0])
 		cr_skip_test("the isolated level is not supported here: %s", why);
 }
@@ -595,7 +618,7 @@ static int cached_images(char *first, size_t cap)
 		if (e->d_name[0] == '.' || strstr(e->d_name, ".lock"))
 			continue;
 		if (n++ == 0)
-			snprintf(first, cap, "%s/%s", dir, e->d_name);
+			cr_assert_lt((size_t)snprintf(first, cap, "%s/%s", dir, e->d_name), cap);
 	}
 	closedir(d);
 	return n;
@@ -883,4 +906,163 @@ Test(isolation, state_dir_under_dev_shm)
 	char want[1200];
 	snprintf(want, sizeof(want), "%s/plugins/local/%s/work\nx\n/dev/null\n", state_dir, bid(0));
 	cr_assert_str_eq(r->stdout_text, want, "%s", r->stderr_text);
+}
+
+/* The init is a small program of its own, not a fork of the host: it holds no copy of the
+ * host's memory (whose later writes would each copy a page per live sandbox), environment or
+ * command line. */
+Test(isolation, init_holds_nothing_of_the_host)
+{
+	one(NULL);
+	char *json = NULL;
+	cr_assert_eq(sbx_sandbox_info(host, ids[0], &json, &err), SBX_OK, "%s", err.message);
+	const char *p = strstr(json, "\"init_pid\":");
+	cr_assert_not_null(p, "%s", json);
+	long pid = strtol(p + 11, NULL, 10);
+	sbx_free(json);
+	char path[64], exe[1200] = "", buf[4096];
+	snprintf(path, sizeof(path), "/proc/%ld/exe", pid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	cr_assert_gt(n, 0, "%s", path);
+	exe[n] = '\0';
+	cr_assert_not_null(strstr(exe, "/sbx-local-init"), "%s", exe);
+	snprintf(path, sizeof(path), "/proc/%ld/environ", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(fd >= 0, "%s", path);
+	cr_assert_eq(read(fd, buf, sizeof(buf)), 0, "the init has an environment");
+	close(fd);
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	long rss = -1;
+	while (fgets(buf, sizeof(buf), f))
+		if (strncmp(buf, "VmRSS:", 6) == 0)
+			rss = strtol(buf + 6, NULL, 10);
+	fclose(f);
+	cr_assert(rss > 0 && rss < 4096, "the init's RSS is %ld kB", rss);
+	/* Its argv: its name and the fd it reported ready on. */
+	sbx_exec_result *r = run("cat /proc/1/comm; tr '\\0' '\\n' < /proc/1/cmdline | head -1; "
+				 "tr '\\0' '\\n' < /proc/1/cmdline | grep -c .");
+	cr_assert_str_eq(r->stdout_text, "sbx-init\nsbx-init\n2\n", "%s", r->stderr_text);
+}
+
+/* Where sbx is not root and cannot make a user namespace, plugins --json says the isolated
+ * level is unsupported and why, and a data source asking for it is refused with that reason.
+ * Set up without touching the machine: a child in a user namespace of its own (uid 0 and
+ * 65534 mapped) forbids user namespaces below it, then becomes 65534. */
+Test(isolation, unsupported_level_says_why)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root to map uids in a user namespace");
+	snprintf(state_dir, sizeof(state_dir), "%s/iso-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(state_dir));
+	cr_assert_eq(chown(state_dir, NOBODY, NOBODY), 0);
+	int go[2], out[2];
+	cr_assert_eq(pipe(go), 0);
+	cr_assert_eq(pipe(out), 0);
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c == 0) {
+		char b;
+		close(out[0]);
+		if (unshare(CLONE_NEWUSER) != 0 || read(go[0], &b, 1) != 1)
+			_exit(2);
+		int fd = open("/proc/sys/user/max_user_namespaces", O_WRONLY);
+		if (fd < 0 || write(fd, "0", 1) != 1 || setgroups(0, NULL) != 0 ||
+		    setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+		    setresuid(NOBODY, NOBODY, NOBODY) != 0)
+			_exit(3);
+		close(fd);
+		prctl(PR_SET_DUMPABLE, 1);
+		sbx_host_options o = {.config_text = "data_source:\n  sandbox:\n    type: local\n",
+				      .state_dir = state_dir};
+		SBX_INIT_HEADER(o);
+		sbx_host *h = NULL;
+		char *json = NULL;
+		if (sbx_host_new(&o, &h, &err) != SBX_OK ||
+		    sbx_backend_info(h, "local", &json, &err) != SBX_OK)
+			_exit(4);
+		const char *ns = strstr(json, "\"namespaces\":");
+		char msg[1600];
+		snprintf(msg, sizeof(msg), "%s\n", ns ? ns : "none");
+		sbx_free(json);
+		sbx_host_free(h);
+		o.config_text = "data_source:\n  sandbox:\n    type: local\n    isolation: "
+				"namespaces\n";
+		char id[SBX_ID_MAX];
+		sbx_create_opts co = {0};
+		SBX_INIT_HEADER(co);
+		if (sbx_host_new(&o, &h, &err) != SBX_OK || sbx_create(h, &co, id, &err) == SBX_OK)
+			_exit(6);
+		sbx_host_free(h);
+		size_t k = strlen(msg);
+		snprintf(msg + k, sizeof(msg) - k, "%s", err.message);
+		ssize_t w = write(out[1], msg, strlen(msg));
+		_exit(w > 0 ? 0 : 5);
+	}
+	close(out[1]);
+	char path[64];
+	static const char map[] = "0 0 1\n65534 65534 1\n";
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/proc/%ld/%s", (long)c, i ? "gid_map" : "uid_map");
+		int fd = -1;
+		/* The child unshares on its own time: its map files change owner when it has. */
+		for (int k = 0; k < 2000 && fd < 0; k++) {
+			fd = open(path, O_WRONLY);
+			if (fd >= 0 &&
+			    write(fd, map, sizeof(map) - 1) != (ssize_t)sizeof(map) - 1) {
+				close(fd);
+				fd = -1;
+			}
+			if (fd < 0)
+				usleep(1000);
+		}
+		cr_assert(fd >= 0, "cannot write %s", path);
+		close(fd);
+	}
+	cr_assert_eq(write(go[1], "x", 1), 1);
+	char got[1000] = "";
+	ssize_t n = read(out[0], got, sizeof(got) - 1);
+	got[n > 0 ? n : 0] = '\0';
+	int st = 0;
+	cr_assert_eq(waitpid(c, &st, 0), c);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	cr_assert_str_eq(got,
+			 "\"namespaces\":{\"supported\":false,\"why\":\"sbx runs as uid "
+			 "65534 and cannot make a user namespace: No space left on device (see "
+			 "/proc/sys/user/max_user_namespaces)\"}}}}\n"
+			 "local: isolation 'namespaces': sbx runs as uid 65534 and cannot make a "
+			 "user namespace: No space left on device (see "
+			 "/proc/sys/user/max_user_namespaces)");
+}
+
+/* The runner asks for the level before any case and, when every case has passed or skipped
+ * on a machine without it, exits 77 with the reason: CTest reports a skip, never a pass. */
+static char runner_why[400];
+
+ReportHook(PRE_ALL)(struct criterion_test_set *tests)
+{
+	(void)tests;
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/iso-XXXXXX", BUILD_DIR);
+	if (!mkdtemp(dir)) {
+		perror(dir);
+		exit(1);
+	}
+	int rc = level_why(dir, runner_why, sizeof(runner_why));
+	rmtree(dir);
+	if (rc < 0) {
+		fprintf(stderr, "local_isolation: %s\n", runner_why);
+		exit(1);
+	}
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+	if (runner_why[0] && stats->tests_failed == 0 && stats->tests_crashed == 0) {
+		fprintf(stderr,
+			"local_isolation: skipped (the isolated level is not supported here: %s)\n",
+			runner_why);
+		exit(77);
+	}
 }

@@ -43,6 +43,7 @@ int main(void)
 	AT(sbx_create_opts, detached);
 	AT(sbx_create_opts, reserved2);
 	AT(sbx_create_opts, owner_pid);
+	AT(sbx_create_opts, wait_seconds);
 
 	SIZE(sbx_exec_opts);
 	HEADER_OF(sbx_exec_opts);

@@ -73,6 +73,23 @@ class HostTest(unittest.TestCase):
         self.assertEqual(cm.exception.name, "SBX_E_NOT_FOUND")
         self.host.destroy(other)  # already gone: success
 
+    def test_create_waits_for_a_place_under_the_caps(self):
+        # A data source of its own: the cap counts every process of the state dir.
+        capped = {"data_sources": [{"name": "capped-host-test",
+                                    "sandbox": {"type": "local", "max_concurrency": 2}}]}
+        with sbx.Host(capped) as h:
+            first = h.create("capped-host-test")
+            second = h.create("capped-host-test", wait=0.1)  # a place is free: no wait
+            with self.assertRaises(sbx.SbxError) as cm:
+                h.create("capped-host-test", wait=0.3)
+            self.assertEqual(cm.exception.name, "SBX_E_LIMIT")
+            self.assertRegex(str(cm.exception), r"data source 'capped-host-test' has 2 live "
+                             r"sandboxes, its max_concurrency; destroy one first "
+                             r"\(waited 0\.[3-9]\d s\)")
+            h.destroy(first)
+            h.destroy(h.create("capped-host-test"))
+            h.destroy(second)
+
     def test_nul_bytes_are_refused_not_cut(self):
         # ctypes passed "a.txt\0../.." as "a.txt" and "echo hi\0; rm ..." as "echo hi".
         self.host.write_file(self.sid, "a.txt", b"a")

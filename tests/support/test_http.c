@@ -411,3 +411,33 @@ Test(support_http, curl_results_map_to_statuses)
 	cr_assert_eq(sbxs_curl_status(CURLE_URL_MALFORMAT), SBX_E_INVAL);
 	cr_assert_eq(sbxs_curl_status(CURLE_WEIRD_SERVER_REPLY), SBX_E_BACKEND);
 }
+
+/* A peer inside a sandbox chooses how long its answer is: past max_body the transfer ends
+ * with SBX_E_LIMIT, the body kept no longer than the limit, and it is not asked again. */
+Test(support_http, a_body_past_max_body_is_refused_and_not_retried)
+{
+	static const step s[] = {{.status = 200, .body = "0123456789abcdef"},
+				 {.status = 200, .body = "0123456789abcdef"}};
+	start(s, 2);
+	sbxs_http_resp r;
+	sbx_error err = {0};
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/big", srv.port);
+	sbxs_http_req req = {.alias = "t",
+			     .method = "GET",
+			     .url = url,
+			     .what = "read",
+			     .idempotent = 1,
+			     .retry = &fast,
+			     .max_body = 15};
+	cr_assert_eq(sbxs_http_do(&req, &r, &err), SBX_E_LIMIT);
+	cr_assert_str_eq(err.message, "t: read: the answer is longer than 15 bytes");
+	cr_assert_eq(r.too_long, 1);
+	cr_assert_eq(r.attempts, 1);
+	cr_assert_leq(r.body.len, 15);
+	req.max_body = 16; /* exactly as long: taken whole */
+	cr_assert_eq(sbxs_http_do(&req, &r, &err), SBX_OK, "%s", err.message);
+	stop();
+	cr_assert_eq(r.too_long, 0);
+	cr_assert_str_eq(r.body.data, "0123456789abcdef");
+	sbxs_http_resp_free(&r);
+}

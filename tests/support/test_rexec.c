@@ -255,6 +255,71 @@ BOTH(a_missing_cwd_is_exit_126_with_its_name)
 	cr_assert_str_eq(r.err, "sbx-exec: no such directory: /no/such/dir\n");
 	cr_assert(exited(&r, 126), "%d", r.status);
 	cr_assert_not(r.done, "the command never ran: no markers");
+	sbxs_rexec_tap t;
+	sbxs_rexec_tap_init(&t, token, NULL, NULL);
+	sbxs_rexec_tap_output(&t, SBX_STREAM_STDERR, r.err, strlen(r.err));
+	sbx_error err = {0};
+	cr_assert_eq(sbxs_rexec_cwd_error(&t, 126, "t", "/no/such/dir", &err), SBX_E_NO_FILE);
+	cr_assert_str_eq(err.message, "t: exec: cwd '/no/such/dir' does not exist");
+}
+
+/* A relative cwd is entered, `..` and symlinks resolved, only while it stays beneath the
+ * folder the wrapper started in (the work dir); the backend words the refusal from stderr. */
+BOTH(a_relative_cwd_that_leads_outside_is_exit_126_with_its_name)
+{
+	char base[] = "/tmp/sbx-rexec-cwd-XXXXXX", p[100];
+	cr_assert_not_null(mkdtemp(base));
+	snprintf(p, sizeof(p), "%s/sub", base);
+	cr_assert_eq(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/out", base);
+	cr_assert_eq(symlink("/", p), 0);
+	snprintf(p, sizeof(p), "%s/in", base);
+	cr_assert_eq(symlink("sub", p), 0);
+	cr_assert_eq(chdir(base), 0);
+	static const char *const inside[] = {"sub", "in", "sub/..", "."};
+	for (size_t i = 0; i < 4; i++) {
+		sbxs_rexec x = {.token = token, .shell = "echo ran", .cwd = inside[i]};
+		ran r;
+		run(&x, NULL, &r);
+		cr_assert_str_eq(r.out, "ran\n", "cwd %s: %s", inside[i], r.err);
+		cr_assert(exited(&r, 0), "%d", r.status);
+	}
+	static const char *const outside[] = {"..", "out", "sub/../..", "out/tmp", "in/../.."};
+	for (size_t i = 0; i < 5; i++) {
+		sbxs_rexec x = {.token = token, .shell = "echo ran", .cwd = outside[i]};
+		ran r;
+		run(&x, NULL, &r);
+		char want[100];
+		snprintf(want, sizeof(want), "sbx-exec: cwd leads outside the work dir: %s\n",
+			 outside[i]);
+		cr_assert_str_eq(r.out, "");
+		cr_assert_str_eq(r.err, want);
+		cr_assert(exited(&r, 126), "%d", r.status);
+		cr_assert_not(r.done, "the command never ran: no markers");
+		sbxs_rexec_tap t;
+		sbxs_rexec_tap_init(&t, token, NULL, NULL);
+		cr_assert_eq(sbxs_rexec_tap_output(&t, SBX_STREAM_STDERR, r.err, strlen(r.err)),
+			     SBX_OK);
+		sbx_error err = {0};
+		cr_assert_eq(sbxs_rexec_cwd_error(&t, 126, "t", outside[i], &err), SBX_E_PATH);
+		snprintf(want, sizeof(want), "t: exec: cwd '%s' leads outside the sandbox work dir",
+			 outside[i]);
+		cr_assert_str_eq(err.message, want);
+		cr_assert_eq(sbxs_rexec_cwd_error(&t, 1, "t", outside[i], &err), SBX_OK);
+	}
+	/* An absolute cwd is the sandbox's own. */
+	sbxs_rexec x = {.token = token, .shell = "pwd", .cwd = "/"};
+	ran r;
+	run(&x, NULL, &r);
+	cr_assert_str_eq(r.out, "/\n");
+	cr_assert_eq(chdir("/"), 0);
+	snprintf(p, sizeof(p), "%s/in", base);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/out", base);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/sub", base);
+	rmdir(p);
+	rmdir(base);
 }
 
 BOTH(stdin_is_dev_null_n_bytes_of_a_pipe_or_the_token_file)

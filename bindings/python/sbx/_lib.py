@@ -53,7 +53,8 @@ class CreateOpts(ctypes.Structure):
                           ("reserved0", ctypes.c_uint32), ("env", ctypes.POINTER(KV)),
                           ("n_env", ctypes.c_uint32), ("reserved1", ctypes.c_uint32),
                           ("ttl_seconds", ctypes.c_int64), ("detached", ctypes.c_uint32),
-                          ("reserved2", ctypes.c_uint32), ("owner_pid", ctypes.c_int64)]
+                          ("reserved2", ctypes.c_uint32), ("owner_pid", ctypes.c_int64),
+                          ("wait_seconds", ctypes.c_double)]
 
 
 class ExecOpts(ctypes.Structure):

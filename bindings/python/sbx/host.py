@@ -174,7 +174,11 @@ class Host:
 
     def create(self, data_source: Optional[str] = None, *, image: Optional[str] = None,
                labels: Optional[Mapping[str, str]] = None,
-               env: Optional[Mapping[str, str]] = None, ttl: int = 0) -> str:
+               env: Optional[Mapping[str, str]] = None, ttl: int = 0,
+               wait: float = 0) -> str:
+        """Creates a sandbox and returns its id. `wait`: seconds to wait for a place under
+        the data source's caps (max_concurrency, max_starting, create_rate), which hold across
+        every process sharing the state dir; 0 raises SbxError SBX_E_LIMIT at once."""
         opts = _lib.init_header(_lib.CreateOpts())
         opts.data_source = _b(data_source)
         opts.image = _b(image)
@@ -183,6 +187,7 @@ class Host:
         opts.labels, opts.n_labels = la, nl
         opts.env, opts.n_env = ea, ne
         opts.ttl_seconds = int(ttl)
+        opts.wait_seconds = float(wait)
         buf = ctypes.create_string_buffer(_lib.ID_MAX)
         self._call(self._L.sbx_create, self._h, ctypes.byref(opts), buf)
         return buf.value.decode()

@@ -51,6 +51,12 @@ int sbxs_conf_read(const char *alias, const sbx_config *cfg, const sbxs_conf *ro
 int sbxs_conf_new(const char *alias, const sbx_config *cfg, const sbxs_conf *rows, size_t n,
 		  size_t size, void **state, sbx_error *err);
 
+/* The host's cap on a file read, max_file_bytes (plugin.h: every plugin config carries it
+ * since ABI 1.1); SBXS_MAX_FILE_BYTES when an older host gave none. A file op stops reading
+ * past it and fails with SBX_E_LIMIT. */
+#define SBXS_MAX_FILE_BYTES (256ull << 20)
+uint64_t sbxs_conf_max_file_bytes(const sbx_config *cfg);
+
 /* Copies the rows' keys into keys[n], for sbx_plugin_desc.keys (keep keys alive until the
  * plugin is unloaded: a static array). */
 void sbxs_conf_keys(const sbxs_conf *rows, size_t n, sbx_config_key *keys);

@@ -95,6 +95,10 @@ typedef struct sbxs_http_req {
 	sbxs_http_setup_fn setup;      /* may be NULL */
 	sbxs_http_header_fn on_header; /* may be NULL */
 	void *ctx;                     /* for setup and on_header */
+	/* The longest body taken, 0: no limit. A longer one ends the transfer: SBX_E_LIMIT,
+	 * never retried, with resp->too_long set (the peer may be a sandbox's, so a reply
+	 * never grows past what the caller can hold). */
+	uint64_t max_body;
 } sbxs_http_req;
 
 typedef struct sbxs_http_resp {
@@ -103,6 +107,7 @@ typedef struct sbxs_http_resp {
 	double retry_after; /* its Retry-After in seconds, -1 when absent */
 	int attempts;       /* attempts made */
 	CURLcode curl_code; /* the last transfer's result */
+	int too_long;       /* the body passed req->max_body */
 } sbxs_http_resp;
 
 /* Releases the body; the answer is empty and reusable afterwards. */

@@ -11,7 +11,10 @@
  *   - stdin is /dev/null, the file /tmp/.sbx-stdin-<token> (removed before the command
  *     starts), or exactly N bytes of the exec's own stdin;
  *   - a cwd that does not exist fails with exit 126 and "sbx-exec: no such directory: DIR"
- *     on stderr; environment additions are exported when the backend has no API for them;
+ *     on stderr, a relative one that leads outside the exec's own (its physical path, `..`
+ *     and symlinks resolved, not beneath the one the wrapper started in) with exit 126 and
+ *     "sbx-exec: cwd leads outside the work dir: DIR" (sbxs_rexec_cwd_error reads both);
+ *     environment additions are exported when the backend has no API for them;
  *   - the command's stdout and stderr are pipes that the wrapper relays to the exec's own,
  *     so what the command leaves running (`&`, nohup, setsid, daemons) lives on after it
  *     exits without holding the exec's streams: once the command has exited and its output
@@ -100,6 +103,9 @@ typedef struct sbxs_rexec_tap {
 	int done;    /* both markers arrived */
 	int status;  /* the command's exit status, when done */
 	int sink_rc; /* the host's sink refused output (its status), 0 if not */
+	/* The last bytes of stderr as they arrived (NUL-terminated): the wrapper's messages. */
+	char err_tail[192];
+	size_t err_tail_len;
 	/* Per stream (stdout, stderr): marker bytes matched so far, the status's digits. */
 	struct {
 		size_t matched;
@@ -121,6 +127,13 @@ int sbxs_rexec_tap_output(void *ctx, uint32_t stream, const void *data, size_t l
 /* Passes on the bytes held back as a possible marker start, for a stream that ended without
  * its marker (a killed wrapper, a timeout). SBX_OK or the sink's refusal. */
 int sbxs_rexec_tap_flush(sbxs_rexec_tap *t);
+
+/* The wrapper's refusal of the exec's cwd (see above), for an exec that ended with
+ * exit_code 126 and no markers: SBX_E_NO_FILE "ALIAS: exec: cwd 'CWD' does not exist",
+ * SBX_E_PATH "ALIAS: exec: cwd 'CWD' leads outside the sandbox work dir"; SBX_OK when the
+ * wrapper said neither (the command ran, or failed otherwise). */
+int sbxs_rexec_cwd_error(const sbxs_rexec_tap *t, int exit_code, const char *alias, const char *cwd,
+			 sbx_error *err);
 
 /* The outcome of an exit status as a shell reports it: 128+N for a death by signal N
  * (1..64, never a stop signal) gives exit_code -1 and signal N, anything else is the exit

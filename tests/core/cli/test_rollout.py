@@ -3,6 +3,8 @@ under max_concurrency, and the shipped example on `local` when it is built."""
 import json
 import os
 import pty
+import resource
+import shutil
 import signal
 import subprocess
 import time
@@ -352,6 +354,86 @@ class Local(unittest.TestCase):
         self.assertIn(b"rollout: interrupted: 5 of 6 tasks not started\n", err)
         self.assertEqual(os.listdir(root), [])
         self.assertFalse(os.path.exists("/proc/%d" % shell), "the command still runs")
+
+    def test_few_file_descriptors_lower_concurrency_instead_of_failing_tasks(self):
+        root = os.path.join(TMP, "local-root")
+        cfg = local_config()
+        tasks = write("fds.jsonl", "".join(
+            json.dumps({"id": i, "files": {"f.txt": str(i)}, "commands": ["cat f.txt"]}) + "\n"
+            for i in range(12)))
+        env = dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state"))
+        p = subprocess.run([SBX, "--registry", BUILD_REGISTRY, "rollout", "--config", cfg,
+                            "--concurrency", "16", tasks], capture_output=True, env=env,
+                           timeout=200, preexec_fn=lambda: resource.setrlimit(
+                               resource.RLIMIT_NOFILE, (60, 60)))
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 0, err)
+        self.assertRegex(err, r"^rollout: each task needs up to 12 file descriptors \(ulimit -n "
+                         r"is 60\): running at most [1-3] tasks at once instead of 16; raise "
+                         r"'ulimit -n' to run more\nrollout: 12 tasks: 12 ok, 0 with failing "
+                         r"commands, 0 infrastructure errors; ")
+        rows = rows_of_text(p.stdout.decode())
+        self.assertEqual({k: r["commands"][0]["stdout"] for k, r in rows.items()},
+                         {i: str(i) for i in range(12)})
+        self.assertEqual(os.listdir(root), [])
+
+    def test_a_cap_held_by_another_process_queues_the_rollout(self):
+        root = os.path.join(TMP, "cap-root")
+        os.makedirs(root, exist_ok=True)
+        cfg = write("cap.yaml", "data_source:\n  sandbox:\n    type: local\n    root: %s\n"
+                    "    max_concurrency: 1\n" % root)
+        state = os.path.join(TMP, "state-cap")  # a fresh one: the cap counts its every row
+        shutil.rmtree(state, ignore_errors=True)
+        env = dict(os.environ, SBX_STATE_DIR=state)
+        sbx = [SBX, "--registry", BUILD_REGISTRY, "--config", cfg]
+        holder = subprocess.run(sbx + ["create"], capture_output=True, env=env, timeout=60)
+        self.assertEqual(holder.returncode, 0, holder.stderr)
+        held = holder.stdout.decode().strip()
+        self.addCleanup(subprocess.run, sbx + ["rm", held], env=env, timeout=60)
+        tasks = write("cap.jsonl", "".join(
+            json.dumps({"id": i, "commands": ["echo %d" % i]}) + "\n" for i in range(3)))
+        # --wait bounds the queueing: every task fails with the cap's own message.
+        p = subprocess.run(sbx + ["rollout", "--wait", "0.2", tasks], capture_output=True,
+                           env=env, timeout=120)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        for r in rows_of_text(p.stdout.decode()).values():
+            self.assertEqual((r["ok"], r["infra_error"]["stage"], r["infra_error"]["status"],
+                              r["infra_error"]["message"]),
+                             (False, "create", "SBX_E_LIMIT",
+                              "create: data source 'default' has 1 live sandboxes, its "
+                              "max_concurrency; destroy one first"))
+            self.assertGreaterEqual(r["timings"]["queued"] + r["timings"]["create"], 0.2)
+        # Without a bound it waits; an interrupt ends the wait at once and marks the task.
+        p = subprocess.Popen(sbx + ["rollout", "--concurrency", "1", tasks],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        time.sleep(1.0)
+        self.assertIsNone(p.poll())
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertLess(time.monotonic() - t0, 10.0)  # 2 s promised; the machine is shared
+        rows = rows_of_text(out.decode())
+        self.assertEqual((rows[0]["interrupted"], rows[0]["infra_error"]["status"],
+                          rows[0]["infra_error"]["message"]),
+                         (True, "SBX_E_CANCELLED", "rollout: interrupted while waiting for a "
+                          "place under the data source's caps"))
+        self.assertEqual([rows[i]["infra_error"]["stage"] for i in (1, 2)], ["queued"] * 2)
+        # Once the other process lets its sandbox go, the rollout runs every task.
+        p = subprocess.Popen(sbx + ["rollout", tasks], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        time.sleep(1.0)
+        self.assertIsNone(p.poll())
+        self.assertEqual(subprocess.run(sbx + ["rm", held], env=env, timeout=60).returncode, 0)
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual({k: r["commands"][0]["stdout"] for k, r in rows_of_text(
+            out.decode()).items()}, {i: "%d\n" % i for i in range(3)})
+        self.assertEqual(os.listdir(root), [])
+
+
+def rows_of_text(text):
+    return {r["id"]: r for r in map(json.loads, text.splitlines())}
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
  * output_max_bytes are counted as dropped while head and tail stay exact. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,6 +406,155 @@ Test(spool, large_output_in_big_chunks_keeps_exact_tail)
 	sbx_exec_result_free(r);
 }
 
+/* ---- the spool against a byte-at-a-time reference, on random output in random chunks */
+
+/* Where the character starting at s[i] ends: a whole valid sequence is one character, any
+ * other byte is one on its own. */
+static size_t ref_char_end(const unsigned char *s, size_t n, size_t i)
+{
+	unsigned char b = s[i];
+	size_t len = b < 0x80                 ? 1
+		     : b >= 0xC2 && b <= 0xDF ? 2
+		     : b >= 0xE0 && b <= 0xEF ? 3
+		     : b >= 0xF0 && b <= 0xF4 ? 4
+					      : 1;
+	if (len == 1 || i + len > n)
+		return i + 1;
+	unsigned char lo = 0x80, hi = 0xBF;
+	if (b == 0xE0)
+		lo = 0xA0;
+	else if (b == 0xED)
+		hi = 0x9F;
+	else if (b == 0xF0)
+		lo = 0x90;
+	else if (b == 0xF4)
+		hi = 0x8F;
+	if (s[i + 1] < lo || s[i + 1] > hi)
+		return i + 1;
+	for (size_t j = 2; j < len; j++)
+		if ((s[i + j] & 0xC0) != 0x80)
+			return i + 1;
+	return i + len;
+}
+
+/* The display copy the spool must make of s: whole, or head + marker + tail. */
+static char *ref_text(const unsigned char *s, size_t n, size_t thr, size_t head, size_t tail,
+		      const char *path, size_t *chars, size_t *len)
+{
+	size_t *starts = malloc((n + 1) * sizeof(*starts)), c = 0;
+	for (size_t i = 0; i < n; i = ref_char_end(s, n, i))
+		starts[c++] = i;
+	starts[c] = n;
+	*chars = c;
+	char *out = malloc(n + 200 + strlen(path));
+	if (c <= thr || c <= head + tail) {
+		memcpy(out, s, n);
+		*len = n;
+	} else {
+		size_t o = starts[head];
+		memcpy(out, s, o);
+		char num[40], sep[60];
+		snprintf(num, sizeof(num), "%zu", c - head - tail);
+		size_t k = 0, nd = strlen(num);
+		for (size_t i = 0; i < nd; i++) {
+			if (i > 0 && (nd - i) % 3 == 0)
+				sep[k++] = ',';
+			sep[k++] = num[i];
+		}
+		sep[k] = '\0';
+		o += (size_t)sprintf(out + o,
+				     "\n\n... [%s characters omitted] ...\n(Full output: %s)\n\n",
+				     sep, path);
+		memcpy(out + o, s + starts[c - tail], n - starts[c - tail]);
+		*len = o + n - starts[c - tail];
+	}
+	free(starts);
+	return out;
+}
+
+static uint32_t rng = 12345;
+
+static uint32_t next_rand(void)
+{
+	rng = rng * 1103515245u + 12345u;
+	return rng >> 8;
+}
+
+/* Random output: ASCII runs short and long, valid sequences, and every kind of broken one. */
+static size_t random_output(unsigned char *s, size_t cap)
+{
+	static const char *const pieces[] = {"\xc3\xa9",
+					     "\xe2\x82\xac",
+					     "\xf0\x9f\x98\x80",
+					     "\xff",
+					     "\xc0\x80",
+					     "\xe0\xa0\x80",
+					     "\xe0\x80",
+					     "\xed\xa0\x80",
+					     "\xed\x9f\xbf",
+					     "\xf4\x90\x80\x80",
+					     "\xf4\x8f\xbf\xbf",
+					     "\x80",
+					     "\xe2\x82",
+					     "\xf0\x9f\x98",
+					     "\xc3",
+					     "\x00",
+					     "\xf5\x80"};
+	size_t n = 0, want = next_rand() % cap;
+	while (n < want) {
+		size_t k = next_rand() % 4;
+		if (k == 0) {
+			size_t run = next_rand() % 5 == 0 ? next_rand() % 3000 : next_rand() % 40;
+			for (size_t i = 0; i < run && n < cap; i++)
+				s[n++] = (unsigned char)('a' + next_rand() % 26);
+		} else {
+			const char *p = pieces[next_rand() % (sizeof(pieces) / sizeof(pieces[0]))];
+			size_t len = p[0] ? strlen(p) : 1;
+			for (size_t i = 0; i < len && n < cap; i++)
+				s[n++] = (unsigned char)p[i];
+		}
+	}
+	return n;
+}
+
+Test(spool, random_output_in_random_chunks_matches_a_byte_at_a_time_reference)
+{
+	size_t cap = 60000;
+	unsigned char *s = malloc(cap);
+	for (int round = 0; round < 400; round++) {
+		size_t n = random_output(s, round % 10 == 0 ? cap : 3000);
+		size_t thr = next_rand() % 50, head = next_rand() % 30, tail = next_rand() % 30;
+		if (round % 7 == 0)
+			thr = 10000, head = 5000, tail = 5000;
+		sbx__policy p = policy(thr, head, tail, 0);
+		sbx__spool *sp = new_spool(&p);
+		for (size_t o = 0; o < n;) {
+			size_t k = next_rand() % 4 == 0 ? next_rand() % 20000 : next_rand() % 9;
+			if (k > n - o)
+				k = n - o;
+			if (k)
+				put(sp, SBX_STREAM_STDERR, (const char *)s + o, k);
+			o += k;
+		}
+		sbx_exec_result *r = finish(sp);
+		size_t chars, len;
+		char *want = ref_text(s, n, thr, head, tail, r->stderr_file, &chars, &len);
+		cr_assert_eq(r->original_stderr_length, chars, "round %d", round);
+		cr_assert_eq(r->stderr_bytes, n, "round %d", round);
+		cr_assert_eq(r->stderr_text_len, len, "round %d", round);
+		cr_assert_eq(memcmp(r->stderr_text, want, len), 0, "round %d", round);
+		cr_assert_eq(r->stderr_text[len], '\0', "round %d", round);
+		cr_assert_eq(r->truncated, chars > thr && chars > head + tail ? 1 : 0, "round %d",
+			     round);
+		free(want);
+		sbx_exec_result_free(r);
+		char id[64];
+		snprintf(id, sizeof(id), "t:box-%d", seq);
+		sbx__spool_forget(state, id);
+	}
+	free(s);
+}
+
 Test(spool, bad_stream_is_inval)
 {
 	sbx__spool *sp = new_spool(NULL);
@@ -507,4 +657,30 @@ Test(spool, job_result_has_the_job_and_empty_text)
 	cr_assert_str_eq(r->stderr_text, "");
 	cr_assert_null(r->output_dir);
 	sbx_exec_result_free(r);
+}
+
+/* The folders under a call directory: missing levels are made from the nearest existing one
+ * down, an existing path is no error, and a file in the way is named by its errno. */
+Test(spool, mkdirs_makes_missing_levels_and_names_a_file_in_the_way)
+{
+	const char *base = getenv("SPOOL_TMP");
+	char root[300], deep[400], file[400], under[500];
+	snprintf(root, sizeof(root), "%s/mkdirs-%d", base ? base : "/tmp", (int)getpid());
+	sbx__remove_tree(root);
+	snprintf(deep, sizeof(deep), "%s/a/b/c/", root);
+	cr_assert_eq(sbx__mkdirs(deep), 0);
+	struct stat sb;
+	snprintf(deep, sizeof(deep), "%s/a/b/c", root);
+	cr_assert_eq(stat(deep, &sb), 0);
+	cr_assert(S_ISDIR(sb.st_mode));
+	cr_assert_eq(sb.st_mode & 0777, 0700);
+	cr_assert_eq(sbx__mkdirs(deep), 0, "an existing folder is no error");
+	snprintf(file, sizeof(file), "%s/a/file", root);
+	FILE *f = fopen(file, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	snprintf(under, sizeof(under), "%s/x/y", file);
+	cr_assert_eq(sbx__mkdirs(under), ENOTDIR);
+	cr_assert_eq(sbx__mkdirs(file), 0, "EEXIST of a file is left to the caller's open");
+	sbx__remove_tree(root);
 }

@@ -139,7 +139,7 @@ Test(registry, unknown_key_lists_the_valid_ones)
 	const char *top = put("registry.yaml", "a: {path: a.so}\nb: {path: b.so, pth: x}\n");
 	char msg[2048];
 	snprintf(msg, sizeof(msg),
-		 "%s:2: alias 'b': unknown key 'pth' (valid keys: path, defaults)", top);
+		 "%s:2: alias 'b': unknown key 'pth' (valid keys: path, defaults, runner)", top);
 	expect_error(top, msg);
 }
 
@@ -318,7 +318,7 @@ Test(registry, block_style_unknown_key_reports_its_line)
 	    put("registry.yaml", "# comment\nx:\n  path: x.so\ny:\n  path: y.so\n  bogus: 1\n");
 	char msg[2048];
 	snprintf(msg, sizeof(msg),
-		 "%s:6: alias 'y': unknown key 'bogus' (valid keys: path, defaults)", top);
+		 "%s:6: alias 'y': unknown key 'bogus' (valid keys: path, defaults, runner)", top);
 	expect_error(top, msg);
 }
 

@@ -516,9 +516,11 @@ class SbxSandbox(BaseSandbox):
             pid = -abs(pid) - 1
         self._background_tasks[pid] = {
             "job": job, "job_id": job.id, "command": command, "start_time": time.time(),
-            "t0": t0, "finished": not st.running, "exit_code": -1, "error": None,
+            "t0": t0, "finished": False, "exit_code": -1, "error": None,
             "std_output_dir": out_dir, "stdout_file": f"{out_dir}/stdout.txt",
             "stderr_file": f"{out_dir}/stderr.txt"}
+        if not st.running:  # ended before its pid was seen (a loaded machine): keep its outcome
+            self._finish(self._background_tasks[pid], st)
         return CommandResult(
             status=SandboxStatus.SUCCESS,
             stdout=f"Background task started (pid: {pid})\nOutput will be saved to {out_dir}/",
@@ -546,13 +548,7 @@ class SbxSandbox(BaseSandbox):
                                      background_pid=pid, **self._files_of(out_dir))
             running = st.running
             if not running:
-                if st.state == "lost":
-                    code, error = -1, "Background task lost: its supervisor in the sandbox is gone"
-                else:
-                    code = -st.signal if st.signal else st.exit_code
-                    error = None if code == 0 else f"Command failed with exit code {code}"
-                task.update(finished=True, exit_code=code, error=error)
-                self._forget_job(task)
+                self._finish(task, st)
         out, err, cut, o_out, o_err = self._cut(*self._read_outputs(out_dir), out_dir)
         common = dict(stdout=out, stderr=err, duration_ms=ms, truncated=cut,
                       original_stdout_length=o_out, original_stderr_length=o_err,
@@ -562,6 +558,16 @@ class SbxSandbox(BaseSandbox):
         code = task["exit_code"]
         return CommandResult(status=SandboxStatus.SUCCESS if code == 0 else SandboxStatus.ERROR,
                              exit_code=code, error=task["error"], **common)
+
+    def _finish(self, task, st) -> None:
+        """Records an ended job's outcome from its status `st` and forgets the job."""
+        if st.state == "lost":
+            code, error = -1, "Background task lost: its supervisor in the sandbox is gone"
+        else:
+            code = -st.signal if st.signal else st.exit_code
+            error = None if code == 0 else f"Command failed with exit code {code}"
+        task.update(finished=True, exit_code=code, error=error)
+        self._forget_job(task)
 
     def _forget_job(self, task) -> None:
         """Removes an ended job's folder (.sbx/jobs/<hex> beneath the backend's work dir, in

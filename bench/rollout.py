@@ -1,0 +1,87 @@
+"""N tasks of create -> `echo hi` -> delete, for bench_rollout (see bench_rollout.c).
+
+    rollout.py asynchost N T          sbx.AsyncHost: N coroutines, at most T at once
+    rollout.py nexau N T CHECKOUT     NexAU's LocalSandboxManager on T threads
+
+Prints "elapsed SECONDS" for the tasks alone (the interpreter's start and the imports are
+left out, as a harness pays them once). Exits 1 when a task's output is not "hi\n".
+"""
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+def run_asynchost(n, t):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "bindings", "python"))
+    import sbx
+
+    async def main():
+        host = sbx.AsyncHost(max_workers=max(t, 1) * 3)
+        gate = asyncio.Semaphore(t)
+        bad = 0
+
+        async def task():
+            nonlocal bad
+            async with gate:
+                sid = await host.create()
+                try:
+                    r = await host.exec(sid, "echo hi")
+                    bad += r.stdout != "hi\n"
+                finally:
+                    await host.destroy(sid)
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(task() for _ in range(n)))
+        return time.monotonic() - t0, bad
+
+    elapsed, bad = asyncio.run(main())
+    return elapsed, bad
+
+
+def run_nexau(n, t, checkout):
+    sys.path.insert(0, checkout)
+    from nexau.archs.sandbox.local_sandbox import LocalSandboxManager
+    from nexau.archs.sandbox.base_sandbox import LocalSandboxConfig
+
+    root = tempfile.mkdtemp(prefix="bench-nexau-", dir=os.environ.get("SBX_STATE_DIR"))
+
+    def task(i):
+        work = os.path.join(root, f"task-{i}")
+        manager = LocalSandboxManager(work_dir=work)
+        sandbox = manager.start(None, "bench", f"s{i}", LocalSandboxConfig(work_dir=work))
+        try:
+            r = sandbox.execute_bash("echo hi")
+            return r.stdout != "hi\n" and r.stdout != "hi"
+        finally:
+            manager.stop()
+            shutil.rmtree(work, ignore_errors=True)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=t) as pool:
+        bad = sum(pool.map(task, range(n)))
+    elapsed = time.monotonic() - t0
+    shutil.rmtree(root, ignore_errors=True)
+    return elapsed, bad
+
+
+def main():
+    kind, n, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    if kind == "asynchost":
+        elapsed, bad = run_asynchost(n, t)
+    elif kind == "nexau":
+        elapsed, bad = run_nexau(n, t, sys.argv[4])
+    else:
+        sys.exit(f"rollout.py: unknown kind {kind}")
+    print(f"elapsed {elapsed:.3f}")
+    if bad:
+        print(f"rollout.py: {bad} tasks printed something else", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
