@@ -370,8 +370,10 @@ class Local(unittest.TestCase):
         self.assertEqual(p.returncode, 0, err)
         self.assertRegex(err, r"^rollout: each task needs up to 12 file descriptors \(ulimit -n "
                          r"is 60\): running at most [1-3] tasks at once instead of 16; raise "
-                         r"'ulimit -n' to run more\nrollout: 12 tasks: 12 ok, 0 with failing "
-                         r"commands, 0 infrastructure errors; ")
+                         r"'ulimit -n' to run more\n(rollout: ([1-9]|1[0-2])/12 done, [0-3] in flight, 0 "
+                         r"failed, 0 infra errors, [0-9.]+ tasks/s, ETA [0-9s-]+\n){12}"
+                         r"rollout: 12 tasks: 12 ok, 0 with failing commands, 0 "
+                         r"infrastructure errors; ")
         rows = rows_of_text(p.stdout.decode())
         self.assertEqual({k: r["commands"][0]["stdout"] for k, r in rows.items()},
                          {i: str(i) for i in range(12)})
