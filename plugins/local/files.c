@@ -453,21 +453,6 @@ static int open_parent(local_state *st, int root, const char *rel, char *name, s
 	}
 }
 
-/* Writes all of data to fd; 0 or an errno. */
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return errno;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Writes data into a new file `tmp` in pfd and renames it over `name`. 0 or an errno; the
  * new file is gone again on failure. */
 static int replace(int pfd, const char *name, const char *tmp, const void *data, size_t len,
@@ -476,7 +461,7 @@ static int replace(int pfd, const char *name, const char *tmp, const void *data,
 	int fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return errno;
-	int e = write_all(fd, data, len);
+	int e = local_write_all(fd, data, len);
 	if (e == 0 && fchmod(fd, m) != 0)
 		e = errno;
 	/* The owner stays (best effort: only root may give a file away). */

@@ -37,15 +37,14 @@ int local_path(const local_state *st, const char *id, const char *suffix, char *
 	return SBX_OK;
 }
 
-/* Writes all of len bytes, going on after a short write or EINTR. */
-static int write_whole(int fd, const char *p, size_t len)
+int local_write_all(int fd, const char *p, size_t len)
 {
 	while (len > 0) {
 		ssize_t w = write(fd, p, len);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			return -1;
+		if (w < 0)
+			return errno;
 		p += w;
 		len -= (size_t)w;
 	}
@@ -87,7 +86,7 @@ int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *er
 	if (!text)
 		goto nomem;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int bad = fd < 0 || write_whole(fd, text, strlen(text)) != 0;
+	int bad = fd < 0 || local_write_all(fd, text, strlen(text)) != 0;
 	int e = errno;
 	free(text);
 	if (fd >= 0 && close(fd) != 0 && !bad) {

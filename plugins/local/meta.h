@@ -15,6 +15,8 @@ int local_id_ok(const char *id);
 /* Checks `id` and writes <root>/<id>[/suffix] into buf. SBX_E_BAD_ID for a malformed id. */
 int local_path(const local_state *st, const char *id, const char *suffix, char *buf, size_t cap,
 	       sbx_error *err);
+/* Writes all of len bytes to fd, going on after a short write or EINTR; 0 or an errno. */
+int local_write_all(int fd, const char *p, size_t len);
 /* Writes DIR/meta.json (labels, env, created time) atomically. */
 int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err);
 /* Environment saved at create: a NULL-terminated array of "K=V" strings from malloc (free

@@ -9,6 +9,7 @@ KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true, and 1.30+ use v5 by default.
 usage: kubectl_test.py WORKDIR"""
 import json
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -18,6 +19,13 @@ import standin_ctl  # noqa: E402
 
 BIN = "/usr/lib/google-cloud-sdk/bin/kubectl.1.%d"
 WORK = None
+
+# On connect the server writes one empty message on the lowest writable channel (k8s.md
+# section 1.4); client-go's WebSocket reader can see it before it has made its streams and then
+# logs this line on stderr. It is kubectl's diagnostic of a race inside the client, seen
+# against real clusters too, and the message it drops is empty.
+CLIENT_RACE = re.compile(rb"^E\d{4} [\d:. ]+\d+ websocket\.go:\d+\] "
+                         rb"Unknown stream id \d+, discarding message\n", re.M)
 
 
 class Kubectl(unittest.TestCase):
@@ -43,16 +51,20 @@ class Kubectl(unittest.TestCase):
 
     def lifecycle(self, minor):
         name = "oracle-%d" % minor
+        label = "app=oracle-%d" % minor
         p = self.k(minor, "run", name, "--image=busybox", "--restart=Never",
-                   "--labels=app=oracle")
+                   "--labels=" + label)
         self.assertEqual(p.stdout, b"pod/%s created\n" % name.encode())
+        # A failing case must not leave its pod to the next one.
+        self.addCleanup(self.k, minor, "delete", "pod", name, "--ignore-not-found",
+                        "--timeout=20s")
         p = self.k(minor, "wait", "--for=condition=Ready", "pod/" + name, "--timeout=20s")
         self.assertEqual(p.stdout, b"pod/%s condition met\n" % name.encode())
         pod = json.loads(self.k(minor, "get", "pod", name, "-o", "json").stdout)
         self.assertEqual(pod["status"]["phase"], "Running")
-        self.assertEqual(pod["metadata"]["labels"], {"app": "oracle"})
+        self.assertEqual(pod["metadata"]["labels"], {"app": "oracle-%d" % minor})
         self.assertTrue(pod["metadata"]["uid"])
-        p = self.k(minor, "get", "pods", "-l", "app=oracle", "-o", "name")
+        p = self.k(minor, "get", "pods", "-l", label, "-o", "name")
         self.assertEqual(p.stdout, b"pod/%s\n" % name.encode())
         p = self.k(minor, "run", name, "--image=busybox", "--restart=Never", rc=1)
         self.assertIn(b'pods "%s" already exists' % name.encode(), p.stderr)
@@ -68,7 +80,8 @@ class Kubectl(unittest.TestCase):
         p = self.k(minor, "exec", name, "--", "sh", "-c", "echo out; echo err >&2; exit 3",
                    env=env, rc=3)
         self.assertEqual(p.stdout, b"out\n")
-        self.assertTrue(p.stderr.startswith(b"err\n"), p.stderr)
+        self.assertEqual(CLIENT_RACE.sub(b"", p.stderr),
+                         b"err\ncommand terminated with exit code 3\n")
         p = self.k(minor, "exec", "-i", name, "--", "wc", "-c", stdin=b"x" * 100000, env=env)
         self.assertEqual(p.stdout.strip(), b"100000")
         src = os.path.join(WORK, "src-%d.bin" % minor)
