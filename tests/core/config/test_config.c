@@ -552,9 +552,10 @@ Test(config, for_plugin_overlays_registry_defaults_with_data_source_keys)
 }
 
 /* The host's own keys, which every sandbox block accepts beside the plugin's. */
-#define HOST_KEYS                                                                      \
-	"type, timeout, max_concurrency, output_char_threshold, truncate_head_chars, " \
-	"truncate_tail_chars, output_max_bytes, ttl, auto_resume, max_jobs"
+#define HOST_KEYS                                                                           \
+	"type, timeout, max_concurrency, output_char_threshold, truncate_head_chars, "      \
+	"truncate_tail_chars, output_max_bytes, ttl, auto_resume, max_jobs, max_starting, " \
+	"create_rate, create_burst, max_file_bytes"
 
 Test(config, for_plugin_rejects_undeclared_keys_listing_valid_ones)
 {
