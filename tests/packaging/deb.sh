@@ -10,11 +10,13 @@
 #      registry.d drop-in; every backend plugin loads; the main job (the example rollout on
 #      `local`); python3-sbx finds libsbx by itself; man pages and bash completion are there.
 # Prints the time of each step. Needs root (chroot) and Debian's mirror; SBX_DEB_MIRROR
-# overrides the mirror.
+# overrides the mirror, SBX_DEB_CACHE the folder that keeps Debian's .debs between runs
+# (/var/cache/sbx-deb).
 set -eu
 src=$(cd "$1" && pwd)
 work=$2
 mirror=${SBX_DEB_MIRROR:-http://deb.debian.org/debian}
+cache=${SBX_DEB_CACHE:-/var/cache/sbx-deb}
 root=$work/root
 
 fail() {
@@ -45,7 +47,9 @@ step "build: dpkg-buildpackage"
 	if [ -e "$src/$f" ]; then printf '%s\n' "$f"; fi
 done >"$work/files"
 tar -C "$src" -cf - -T "$work/files" | tar -C "$work/sbx-0.1.0" -xf -
-(cd "$work/sbx-0.1.0" && dpkg-buildpackage -us -uc -b -j"$(nproc)" >"$work/build.log" 2>&1) ||
+# No -dbgsym packages: nothing here uses them, and they would double what lintian reads.
+(cd "$work/sbx-0.1.0" && DEB_BUILD_OPTIONS=noddebs dpkg-buildpackage -us -uc -b -j"$(nproc)" \
+	>"$work/build.log" 2>&1) ||
 	{ tail -40 "$work/build.log" >&2; fail "dpkg-buildpackage failed (log: $work/build.log)"; }
 ls "$work"/*.deb
 
@@ -59,8 +63,26 @@ echo "deb: lintian: $(grep -c . "$work/lintian.log" || true) lines (errors and w
 cat "$work/lintian.log"
 
 step "clean root: mmdebstrap and apt-get install of the packages"
-debs=$(ls "$work"/*.deb | tr '\n' ',')
-mmdebstrap --quiet --variant=apt --hook-directory=/usr/share/mmdebstrap/hooks/eatmydata --include="${debs}gcc,libc6-dev,make,pkg-config,cmake" \
+# One --include per .deb (mmdebstrap takes a path only as a whole argument).
+# apt reads them outside the root and dpkg inside it, so they are copied in at the same path
+# for the install, and removed after.
+debdir=$work/debs
+mkdir -p "$debdir"
+mv "$work"/*.deb "$debdir/"
+set --
+for d in "$debdir"/*.deb; do set -- "$@" --include="$d"; done
+# Debian's packages are kept between runs in $cache (apt still checks them against the
+# mirror's signed indices); sbx's own are taken out before they could be kept.
+mkdir -p "$cache"
+mmdebstrap --quiet --variant=apt --hook-directory=/usr/share/mmdebstrap/hooks/eatmydata \
+	--skip=essential/unlink \
+	--setup-hook='mkdir -p "$1"/var/cache/apt/archives/' \
+	--setup-hook="sync-in $cache /var/cache/apt/archives/" \
+	--setup-hook="mkdir -p \"\$1$debdir\" && cp \"$debdir\"/*.deb \"\$1$debdir/\"" \
+	--customize-hook='rm -f "$1"/var/cache/apt/archives/*sbx*.deb' \
+	--customize-hook="sync-out /var/cache/apt/archives $cache" \
+	--customize-hook="rm -r \"\$1$debdir\"" \
+	"$@" --include=gcc,libc6-dev,make,pkg-config,cmake \
 	bookworm "$root" "$mirror" >"$work/root.log" 2>&1 ||
 	{ tail -30 "$work/root.log" >&2; fail "mmdebstrap failed (log: $work/root.log)"; }
 mount -t proc proc "$root/proc"
