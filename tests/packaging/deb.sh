@@ -14,7 +14,9 @@
 # (/var/cache/sbx-deb).
 set -eu
 src=$(cd "$1" && pwd)
-work=$2
+# WORK_DIR made absolute: the build runs in a folder beneath it.
+mkdir -p "$2"
+work=$(cd "$2" && pwd)
 mirror=${SBX_DEB_MIRROR:-http://deb.debian.org/debian}
 cache=${SBX_DEB_CACHE:-/var/cache/sbx-deb}
 root=$work/root
