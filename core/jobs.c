@@ -36,7 +36,8 @@
 /* argv: SUP J KIND CWD HASIN CMD ARGV... ; prints "STARTED SUPPID". */
 static const char start_script[] =
     "sup=$1 j=$2 kind=$3 cwd=$4 hasin=$5 cmd=$6; shift 6\n"
-    "mkdir -p .sbx/jobs && mkdir \".sbx/jobs/$j\" || exit 90\n"
+    "mkdir \".sbx/jobs/$j\" 2>/dev/null || { mkdir -p .sbx/jobs && mkdir \".sbx/jobs/$j\"; } || "
+    "exit 90\n"
     "d=$PWD/.sbx/jobs/$j\n"
     "printf '%s\\n' \"$cmd\" > \"$d/cmd\"\n"
     "in=/dev/null\n"
@@ -71,7 +72,8 @@ static const char sup_script[] =
 /* Control. argv: MODE ARGS... Exit 3: no such job. Status lines:
  *   now T
  *   job J PID ALIVE RC KILLED STARTED ENDED OUT ERR CMD   (RC, KILLED, ENDED "-" when none)
- *   none J */
+ *   none J
+ * The job line is written with printf: dash's echo would expand a backslash in CMD. */
 static const char ctl_script[] =
     "m=$1; shift\n"
     "cd .sbx/jobs 2>/dev/null || { [ \"$m\" = list ] && exit 0; exit 3; }\n"
@@ -89,7 +91,7 @@ static const char ctl_script[] =
     "  [ -s \"$j/cmd\" ] && read -r c < \"$j/cmd\"\n"
     "  if [ -f \"$j/stderr\" ]; then set -- $(stat -c %s \"$j/stdout\" \"$j/stderr\" "
     "2>/dev/null); o=${1:-0} e=${2:-0}; fi\n"
-    "  echo \"job $j $p $a $rc $k $t0 $t1 $o $e $c\"\n"
+    "  printf '%s\\n' \"job $j $p $a $rc $k $t0 $t1 $o $e $c\"\n"
     "}\n"
     "now() { t=$(date +%s.%N 2>/dev/null); case $t in *[!0-9.]*|'') t=$(date +%s);; esac; "
     "echo \"now $t\"; }\n"

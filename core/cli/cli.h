@@ -39,6 +39,8 @@ int cli_exit_for(int status);
  * message already starts with "<cmd>:", so no prefix repeats) and returns
  * cli_exit_for(status). */
 int cli_fail(const char *cmd, int status, const sbx_error *err);
+/* The line (or JSON error object) cli_fail prints, for a failure that has no sbx_error. */
+void cli_report(const char *cmd, const char *status, const char *msg);
 
 /* Prints "sbx: <cmd>: <msg>" and the usage line on stderr, returns CLI_USAGE. */
 int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
@@ -59,6 +61,10 @@ void cli_print_json(json_t *v);
 
 /* The result of an exec as a JSON object with NexAU's field names. */
 json_t *cli_exec_result_json(const sbx_exec_result *r);
+
+/* A job as a JSON object: id, sandbox_id, state, exit_code, signal, pid, started,
+ * duration, stdout_bytes, stderr_bytes, command. */
+json_t *cli_job_json(const sbx_job_info *j);
 
 /* Parses seconds ("2.5"); -1 when malformed or negative. */
 double cli_parse_seconds(const char *s);
@@ -94,5 +100,6 @@ int cmd_ls(const cli_globals *g, int argc, char **argv);
 int cmd_gc(const cli_globals *g, int argc, char **argv);
 int cmd_rollout(const cli_globals *g, int argc, char **argv);
 int cmd_session(const cli_globals *g, int argc, char **argv); /* start, pause, end, show, ls */
+int cmd_job(const cli_globals *g, int argc, char **argv);     /* ls, status, logs, wait, kill */
 
 #endif

@@ -212,6 +212,12 @@ static int ls_filter_arg(ls_filter *f, const char *arg)
 	return -1;
 }
 
+static int ls_job(void *ctx, const sbx_job_info *info)
+{
+	json_array_append_new(ctx, cli_job_json(info));
+	return 0;
+}
+
 int cmd_ls(const cli_globals *g, int argc, char **argv)
 {
 	ls_filter f = {.now = time(NULL)};
@@ -255,6 +261,14 @@ int cmd_ls(const cli_globals *g, int argc, char **argv)
 		       "AGE", "DATA SOURCE", "OWNER", "RUN");
 	sbx_error err = {0};
 	int st = sbx_ledger_list(h, ls_row, &f, &err);
+	/* Jobs after the listing: the ledger is not read again inside its own walk. */
+	for (size_t i = 0; st == SBX_OK && f.json && i < json_array_size(f.rows); i++) {
+		json_t *row = json_array_get(f.rows, i), *jobs = json_array();
+		const char *sid = json_string_value(json_object_get(row, "id"));
+		if (sid && *sid)
+			st = sbx_job_list(h, sid, SBX_JOB_LIST_CACHED, ls_job, jobs, &err);
+		json_object_set_new(row, "jobs", jobs);
+	}
 	if (st != SBX_OK)
 		rc = cli_fail("ls", st, &err);
 	else if (f.json && !f.quiet)

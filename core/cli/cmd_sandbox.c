@@ -323,10 +323,15 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	if (wants_help(argc, argv, cli_help_exec))
 		return CLI_OK;
 	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},       {"timeout", required_argument, NULL, 't'},
-	    {"cwd", required_argument, NULL, 'w'},  {"env", required_argument, NULL, 'e'},
-	    {"user", required_argument, NULL, 'u'}, {"stdin-file", required_argument, NULL, 'f'},
-	    {"full", no_argument, NULL, 'F'},       {NULL, 0, NULL, 0},
+	    {"json", no_argument, NULL, 'j'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"cwd", required_argument, NULL, 'w'},
+	    {"env", required_argument, NULL, 'e'},
+	    {"user", required_argument, NULL, 'u'},
+	    {"stdin-file", required_argument, NULL, 'f'},
+	    {"full", no_argument, NULL, 'F'},
+	    {"detach", no_argument, NULL, 'D'},
+	    {NULL, 0, NULL, 0},
 	};
 	sbx_exec_opts o = {0};
 	SBX_INIT_HEADER(o);
@@ -343,6 +348,9 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 			break;
 		case 'F':
 			full = 1;
+			break;
+		case 'D':
+			o.background = 1;
 			break;
 		case 't':
 			o.timeout = cli_parse_seconds(optarg);
@@ -426,6 +434,15 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	int st = sbx_exec(h, id, &o, &r, &err);
 	if (st != SBX_OK) {
 		rc = cli_fail("exec", st, &err);
+	} else if (o.background) {
+		if (json) {
+			json_t *j = json_pack("{s:s}", "job_id", r->job_id ? r->job_id : "");
+			cli_print_json(j);
+			json_decref(j);
+		} else {
+			printf("%s\n", r->job_id ? r->job_id : "");
+		}
+		sbx_exec_result_free(r);
 	} else {
 		if (json) {
 			json_t *j = cli_exec_result_json(r);

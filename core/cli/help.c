@@ -22,7 +22,9 @@ const char cli_help_main[] =
     "  plugins       list sandbox types: alias, path, ABI, state, why one is faulty\n"
     "  config check  validate a config file and show its data sources\n"
     "  create        create a sandbox and print its id\n"
-    "  exec          run a command in a sandbox (exit status is the command's)\n"
+    "  exec          run a command in a sandbox (exit status is the command's); --detach\n"
+    "                starts it as a background job and prints the job's id\n"
+    "  job           ls, status, logs, wait, kill background jobs\n"
     "  rm            delete sandboxes\n"
     "  pause, resume, status   sandbox lifecycle\n"
     "  file          read, write, ls, stat, mkdir, rm files in a sandbox\n"
@@ -60,9 +62,11 @@ const char cli_help_create[] =
 
 const char cli_help_exec[] =
     "usage: sbx exec [--json] [--timeout SECONDS] [--cwd DIR] [--env K=V]... [--user U]\n"
-    "                [--stdin-file FILE | -i] [--full] ID -- ARGV...\n"
+    "                [--stdin-file FILE | -i] [--full] [--detach] ID -- ARGV...\n"
     "       sbx exec [OPTIONS] ID -c 'SHELL COMMAND'\n"
     "Runs a command (argv, or a shell string through bash -c / sh -c) in sandbox ID.\n"
+    "  --detach  start it as a background job and print the job's id at once (with --json:\n"
+    "            {\"job_id\": ...}); see 'sbx job --help'. The timeout does not apply.\n"
     "  --timeout SECONDS  fractions allowed, 0 for none; default: the data source's timeout\n"
     "  --cwd DIR, --env K=V, --user U   where, with what, and as whom it runs\n"
     "  --stdin-file FILE, -i            stdin from FILE or from this stdin (else /dev/null)\n"
@@ -98,11 +102,31 @@ const char cli_help_ls[] =
     "usage: sbx ls [-q] [--json] [-a|--all] [--no-trunc] [--filter KEY=VALUE]...\n"
     "Lists sandboxes recorded in the ledger ($SBX_STATE_DIR/ledger.db): ID, STATE, AGE,\n"
     "DATA SOURCE, OWNER (pid, or detached) and RUN. Without --all, sandboxes that are gone\n"
-    "or whose create failed are left out.\n"
+    "or whose create failed are left out. --json gives each its background jobs as the\n"
+    "ledger last saw them (\"jobs\"; 'sbx job ls ID' asks the sandbox).\n"
     "  -q, --quiet         only the ids, one per line\n"
     "  --no-trunc          full ids (the table shows 12 characters of the backend id)\n"
     "  --filter KEY=VALUE  state=, data-source=, alias= or run=; --state S, --data-source D,\n"
     "                      --alias A and --run R say the same\n";
+
+const char cli_help_job[] =
+    "usage: sbx job ls ID [--json] [--cached]\n"
+    "       sbx job status JOB [--json]\n"
+    "       sbx job logs JOB [--stderr] [--follow] [--tail N]\n"
+    "       sbx job wait JOB [--timeout SECONDS]\n"
+    "       sbx job kill JOB [--signal SIG]\n"
+    "Background jobs, started with 'sbx exec --detach ID ...', which prints the JOB id.\n"
+    "  ls      the jobs of sandbox ID, oldest first (--cached: the ledger's last seen states,\n"
+    "          without asking the sandbox)\n"
+    "  status  state (running, exited, killed, lost), exit code or signal, pid, start time,\n"
+    "          duration and output bytes so far\n"
+    "  logs    the job's stdout (--stderr: its stderr); --tail N the last N lines; --follow\n"
+    "          keeps printing what it writes until it ends\n"
+    "  wait    waits for the job; exit status: the job's exit code, 128+N when a signal N\n"
+    "          killed it, 124 when --timeout passed first (the job keeps running), 125 when\n"
+    "          the job was lost (its supervisor died without a status)\n"
+    "  kill    sends SIG (a number or a name: TERM, KILL, INT, HUP, ...; default TERM) to\n"
+    "          the job's whole tree\n";
 
 const char cli_help_gc[] =
     "usage: sbx gc [--dry-run] [--json]\n"
@@ -215,6 +239,8 @@ const cli_help_page cli_help_pages[] = {
     {"create", "create a sandbox and print its id", cli_help_create},
 
     {"exec", "run a command in a sandbox (exit status is the command's)", cli_help_exec},
+
+    {"job", "ls, status, logs, wait, kill background jobs", cli_help_job},
 
     {"rm", "delete sandboxes", cli_help_rm},
 

@@ -23,6 +23,7 @@ extern const char cli_help_rm[];
 extern const char cli_help_lifecycle[];
 extern const char cli_help_file[];
 extern const char cli_help_ls[];
+extern const char cli_help_job[];
 extern const char cli_help_gc[];
 extern const char cli_help_rollout[];
 extern const char cli_help_session[];

@@ -23,7 +23,7 @@ int cli_exit_for(int status)
 int cli_json_errors;
 
 /* One line, one prefix: "sbx: [cmd: ]message", or the JSON error object. */
-static void report(const char *cmd, const char *status, const char *msg)
+void cli_report(const char *cmd, const char *status, const char *msg)
 {
 	if (strncmp(msg, "sbx: ", 5) == 0)
 		msg += 5;
@@ -45,7 +45,7 @@ static void report(const char *cmd, const char *status, const char *msg)
 int cli_fail(const char *cmd, int status, const sbx_error *err)
 {
 	const char *msg = err && err->message[0] ? err->message : sbx_status_message(status);
-	report(cmd, sbx_status_name(status), msg);
+	cli_report(cmd, sbx_status_name(status), msg);
 	return cli_exit_for(status);
 }
 
@@ -56,7 +56,7 @@ int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	report(strcmp(cmd, "sbx") == 0 ? NULL : cmd, "SBX_E_INVAL", msg);
+	cli_report(strcmp(cmd, "sbx") == 0 ? NULL : cmd, "SBX_E_INVAL", msg);
 	if (!cli_json_errors)
 		fputs(usage, stderr);
 	return CLI_USAGE;
@@ -307,6 +307,7 @@ int main(int argc, char **argv)
 	    {"gc", cmd_gc},
 	    {"rollout", cmd_rollout},
 	    {"session", cmd_session},
+	    {"job", cmd_job},
 	};
 	for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++)
 		if (strcmp(cmd, table[t].name) == 0)

@@ -14,6 +14,8 @@
  *                           machine cannot give it, the suite prints why and exits 77, which
  *                           CTest reports as skipped; a level the info does not name fails.
  *   SBX_CONFORMANCE_SLACK   seconds a timed-out call may take beyond its timeout (default 1).
+ *   SBX_CONFORMANCE_CLI     the `sbx` command, which the job cases run as the other process
+ *                           (required by those cases).
  *   SBX_CONFORMANCE_SECRETS names of environment variables whose values the config uses for
  *                           keys the plugin declares secret (e.g. "E2B_API_KEY"): they must
  *                           appear in no file of the state dir and in no log line.
@@ -22,7 +24,9 @@
  * bytes_preserved, output_100mb, truncation_exact, timeout_kills_escapees, background_holder,
  * files_ops, files_escape_refused, destroy_twice, concurrent_execs, pause_resume,
  * paused_exec_refused, leftover_ticker, leftover_server, leftover_holds_stdout,
- * destroy_kills_leftovers, files_fifo_refused, files_device_refused, files_read_cap,
+ * destroy_kills_leftovers, job_waited_and_killed_from_another_process,
+ * job_outcome_and_logs_from_another_process, job_survives_sigkill_of_its_starter,
+ * files_fifo_refused, files_device_refused, files_read_cap,
  * files_write_replaces_hard_links, exec_cwd_stays_beneath, host_env_not_inherited,
  * timeout_kills_cgroup_movers, secrets_stay_out_of_state_and_logs.
  *
@@ -37,11 +41,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -694,17 +701,16 @@ CASE(leftover_server)
 }
 
 /* A background writer that keeps the command's stdout does not hold the call, and lives on
- * writing (no SIGPIPE, no EPIPE): it keeps appending to a file as well. */
+ * writing (no SIGPIPE, no EPIPE): it keeps appending to a file as well. The writer never
+ * ends, so a call that waited for it would end in its timeout: timed_out 0 is the proof (a
+ * time bound would only measure how loaded the engine is). */
 CASE(leftover_holds_stdout)
 {
-	double t0 = now_s();
 	sbx_exec_result *r = sh_in("( while :; do echo tick || exit 3; echo t >> held; sleep 0.1; "
 				   "done ) & echo done",
-				   30, NULL, 0);
-	double took = now_s() - t0;
-	cr_assert_lt(took, 5.0, "the call took %.3f s", took);
+				   60, NULL, 0);
+	cr_assert_eq(r->timed_out, 0, "the call waited for the writer");
 	cr_assert_eq(r->exit_code, 0);
-	cr_assert_eq(r->timed_out, 0);
 	cr_assert(strstr(r->stdout_text, "done\n") != NULL, "stdout: %s", r->stdout_text);
 	release(r);
 	long n = lines_gained("held");
@@ -770,6 +776,143 @@ CASE(destroy_kills_leftovers)
 	for (int i = 0; i < 100 && (alive = count_marked(marker)) > 0; i++)
 		usleep(50 * 1000);
 	cr_assert_eq(alive, 0, "%d leftovers survived destroy", alive);
+}
+
+/* ---- background jobs, from other processes */
+
+/* Starts `cmd` as a background job; its id into job. */
+static void start_job(const char *cmd, char job[SBX_JOB_ID_MAX])
+{
+	sbx_exec_opts o = {.shell = cmd, .background = 1};
+	SBX_INIT_HEADER(o);
+	sbx_exec_result *r = NULL;
+	cr_assert_eq(sbx_exec(host, id, &o, &r, &err), SBX_OK, "%s", err.message);
+	cr_assert_not_null(r->job_id);
+	snprintf(job, SBX_JOB_ID_MAX, "%s", r->job_id);
+	sbx_exec_result_free(r);
+}
+
+/* Runs `sbx --config CONFIG ARGS...` (NULL-terminated) as another process; its stdout into
+ * out (NUL-terminated, cut at cap), its exit status returned (-1: killed). In a sanitized
+ * build that status includes the leak check at the CLI's exit, which GCC 12 crashed (exit 1)
+ * when a dynamic TLS block sat 16 bytes past a page: the build's ASan defaults avoid it
+ * (docs/design.md "Sanitized builds"). */
+static int cli(char *out, size_t cap, ...)
+{
+	const char *bin = getenv("SBX_CONFORMANCE_CLI"), *cfg = getenv("SBX_CONFORMANCE_CONFIG");
+	cr_assert(bin && *bin, "set SBX_CONFORMANCE_CLI to the sbx command");
+	const char *argv[16] = {bin, "--config", cfg};
+	size_t n = 3;
+	va_list ap;
+	va_start(ap, cap);
+	for (const char *a; n < 15 && (a = va_arg(ap, const char *));)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	size_t len = 0;
+	ssize_t got;
+	char sink[4096];
+	while ((got = read(p[0], len + 1 < cap ? out + len : sink,
+			   len + 1 < cap ? cap - 1 - len : sizeof(sink))) > 0)
+		if (len + 1 < cap)
+			len += (size_t)got;
+	close(p[0]);
+	out[len] = '\0';
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A job started here is waited for and killed by the CLI, another process; a wait that times
+ * out is 124 and leaves the job running. */
+CASE(job_waited_and_killed_from_another_process)
+{
+	char job[SBX_JOB_ID_MAX], out[4096];
+	start_job("sleep 300", job);
+	cr_assert_eq(cli(out, sizeof(out), "job", "wait", job, "--timeout", "1", NULL), 124);
+	cr_assert_eq(cli(out, sizeof(out), "job", "status", job, "--json", NULL), 0);
+	cr_assert(strstr(out, "\"state\":\"running\""), "%s", out);
+	cr_assert_eq(cli(out, sizeof(out), "job", "kill", job, "--signal", "KILL", NULL), 0);
+	cr_assert_eq(cli(out, sizeof(out), "job", "wait", job, "--timeout", "60", NULL), 128 + 9);
+	sbx_job_info info = {0};
+	SBX_INIT_HEADER(info);
+	cr_assert_eq(sbx_job_status(host, job, &info, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(info.state, SBX_JOB_KILLED, "%s", sbx_job_state_name(info.state));
+	cr_assert_eq(info.signal, 9);
+}
+
+/* The CLI reads a job's exit status and both streams. */
+CASE(job_outcome_and_logs_from_another_process)
+{
+	char job[SBX_JOB_ID_MAX], out[4096];
+	start_job("echo out; echo err >&2; printf 'a\\nb\\nc\\n'; exit 3", job);
+	cr_assert_eq(cli(out, sizeof(out), "job", "wait", job, "--timeout", "60", NULL), 3);
+	cr_assert_eq(cli(out, sizeof(out), "job", "logs", job, NULL), 0);
+	cr_assert_str_eq(out, "out\na\nb\nc\n");
+	cr_assert_eq(cli(out, sizeof(out), "job", "logs", job, "--stderr", NULL), 0);
+	cr_assert_str_eq(out, "err\n");
+	cr_assert_eq(cli(out, sizeof(out), "job", "logs", job, "--tail", "2", NULL), 0);
+	cr_assert_str_eq(out, "b\nc\n");
+	cr_assert_eq(cli(out, sizeof(out), "job", "ls", id, "--json", NULL), 0);
+	cr_assert(strstr(out, job) && strstr(out, "\"state\":\"exited\"") &&
+		      strstr(out, "\"exit_code\":3"),
+		  "%s", out);
+}
+
+/* A job outlives the process that started it, killed with SIGKILL right after the start. */
+CASE(job_survives_sigkill_of_its_starter)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		sbx_host *h = NULL;
+		sbx_host_options o = {.config_path = getenv("SBX_CONFORMANCE_CONFIG")};
+		SBX_INIT_HEADER(o);
+		sbx_exec_opts eo = {.shell = "sleep 1; echo survived; exit 5", .background = 1};
+		SBX_INIT_HEADER(eo);
+		sbx_exec_result *r = NULL;
+		if (sbx_host_new(&o, &h, NULL) == SBX_OK &&
+		    sbx_exec(h, id, &eo, &r, NULL) == SBX_OK)
+			(void)!write(p[1], r->job_id, strlen(r->job_id));
+		raise(SIGKILL);
+		_exit(1);
+	}
+	close(p[1]);
+	char job[SBX_JOB_ID_MAX] = "";
+	ssize_t n = read(p[0], job, sizeof(job) - 1);
+	close(p[0]);
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "starter: %d", status);
+	cr_assert_gt(n, 0, "the starter printed no job id");
+	job[n] = '\0';
+	sbx_job_info info = {0};
+	SBX_INIT_HEADER(info);
+	cr_assert_eq(sbx_job_wait(host, job, 60, &info, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(info.state, SBX_JOB_EXITED, "%s", sbx_job_state_name(info.state));
+	cr_assert_eq(info.exit_code, 5);
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(sbx_job_read(host, job, SBX_STREAM_STDOUT, 0, 0, 0, &data, &len, &err), SBX_OK,
+		     "%s", err.message);
+	cr_assert_eq(len, 9);
+	cr_assert_arr_eq(data, "survived\n", 9);
+	sbx_free(data);
 }
 
 /* ---- what a hostile command can leave in the sandbox (issue #15) */

@@ -5,10 +5,10 @@ import os
 import subprocess
 import unittest
 
-from clitest import BUILD_REGISTRY, SBX, local_available, local_config, ok_config, run, write
+from clitest import BUILD_REGISTRY, SBX, TMP, local_available, local_config, ok_config, run, write
 
 SUBCOMMANDS = ["plugins", "config", "create", "exec", "rm", "pause", "resume", "status",
-               "file", "ls", "gc", "rollout"]
+               "file", "ls", "gc", "rollout", "job"]
 EXEC_KEYS = {"exit_code", "signal", "timed_out", "oom_killed", "duration", "stdout", "stderr",
              "truncated", "original_stdout_length", "original_stderr_length", "output_dir", "stdout_file",
              "stderr_file", "stdout_bytes", "stderr_bytes", "stdout_dropped", "stderr_dropped"}
@@ -316,6 +316,68 @@ class Local(unittest.TestCase):
         self.assertEqual((rc, out), (124, "early\n"))
         self.assertIn("sbx: exec: command timed out after ", err)
         self.assertEqual(self.sbx("exec", self.id, "-c", "kill -TERM $$")[0], 128 + 15)
+
+    def test_detached_job_through_every_job_subcommand(self):
+        rc, out, err = self.sbx("exec", "--detach", self.id, "-c",
+                                "echo a; echo e >&2; while [ ! -e go ]; do sleep 0.05; done; "
+                                "echo b; exit 6")
+        self.assertEqual((rc, err), (0, ""))
+        job = out.strip()
+        self.assertRegex(job, r"^[0-9a-f]{12}@" + self.id + "$")
+        self.assertEqual(self.sbx("job", "wait", job, "--timeout", "0.2")[0], 124)
+        rc, out, _ = self.sbx("job", "status", job, "--json")
+        st = json.loads(out)
+        self.assertEqual((rc, st["id"], st["sandbox_id"], st["state"]), (0, job, self.id, "running"))
+        self.assertEqual(set(st), {"id", "sandbox_id", "state", "exit_code", "signal", "pid", "started",
+                                   "duration", "stdout_bytes", "stderr_bytes", "command"})
+        rc, out, _ = self.sbx("job", "status", job)
+        self.assertEqual(rc, 0)
+        self.assertRegex(out.splitlines()[1], r"^%s +running +- +[0-9]+ " % job)
+        # --follow prints what comes until the job ends, then exits 0.
+        follow = subprocess.Popen([SBX, "--registry", BUILD_REGISTRY, "--config", self.cfg, "job",
+                                   "logs", job, "--follow"], stdout=subprocess.PIPE,
+                                  env=dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state")))
+        self.assertEqual(follow.stdout.readline(), b"a\n")
+        self.assertEqual(self.sbx("exec", self.id, "-c", "touch go")[0], 0)
+        self.assertEqual(follow.stdout.read(), b"b\n")
+        self.assertEqual(follow.wait(60), 0)
+        self.assertEqual(self.sbx("job", "wait", job)[0], 6)
+        self.assertEqual(self.sbx("job", "logs", job)[1], "a\nb\n")
+        self.assertEqual(self.sbx("job", "logs", job, "--stderr")[1], "e\n")
+        self.assertEqual(self.sbx("job", "logs", job, "--tail", "1")[1], "b\n")
+        rc, out, _ = self.sbx("job", "ls", self.id, "--json")
+        self.assertEqual([(j["id"], j["state"], j["exit_code"]) for j in json.loads(out)],
+                         [(job, "exited", 6)])
+        rc, out, _ = self.sbx("ls", "--json")
+        row = [r for r in json.loads(out) if r["id"] == self.id][0]
+        self.assertEqual([(j["id"], j["state"]) for j in row["jobs"]], [(job, "exited")])
+        rc, out, _ = self.sbx("exec", "--detach", "--json", self.id, "--", "sleep", "300")
+        job2 = json.loads(out)["job_id"]
+        self.assertEqual(self.sbx("job", "kill", job2, "--signal", "SIGKILL")[0], 0)
+        self.assertEqual(self.sbx("job", "wait", job2)[0], 128 + 9)
+
+    def test_job_usage_errors(self):
+        rc, _, err = self.sbx("job")
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: job: missing subcommand\nusage: sbx job", err)
+        rc, _, err = self.sbx("job", "frob")
+        self.assertIn("sbx: job: unknown subcommand 'frob'", err)
+        rc, _, err = self.sbx("job", "wait")
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: job wait: missing JOB", err)
+        rc, _, err = self.sbx("job", "wait", "x", "--signal", "KILL")
+        self.assertEqual(rc, 2)
+        self.assertIn("sbx: job wait: bad argument '--signal'", err)
+        rc, _, err = self.sbx("job", "kill", "0123456789ab@" + self.id, "--signal", "BOGUS")
+        self.assertEqual(rc, 2)
+        self.assertIn("--signal wants 1..64 or a name such as TERM, got 'BOGUS'", err)
+        rc, _, err = self.sbx("job", "logs", "0123456789ab@" + self.id, "--tail", "0")
+        self.assertIn("--tail wants a line count 1..1000000, got '0'", err)
+        rc, _, err = self.sbx("job", "status", "nonsense")
+        self.assertEqual(rc, 2, err)
+        rc, _, err = self.sbx("job", "status", "0123456789ab@" + self.id)
+        self.assertEqual(rc, 125, err)
+        self.assertIn("no such job in the sandbox", err)
 
     def test_argv_cwd_env(self):
         self.assertEqual(self.sbx("exec", self.id, "--", "mkdir", "sub")[0], 0)
