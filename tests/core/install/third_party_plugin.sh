@@ -82,4 +82,17 @@ $work/sandboxes/${id#custom:}" ] || fail "exec printed '$out'"
 	"$prefix/bin/sbx" rm --config "$work/config.yaml" "$id"
 	[ ! -e "$work/sandboxes/${id#custom:}" ] || fail "rm left the sandbox directory"
 done
-echo "third-party plugin: built both ways, selected by alias, create/exec/rm ok"
+
+# The uninstall target takes a fresh install back: no file left, nor sbx's own folders, and a
+# file of someone else's in a shared folder stays.
+mkdir -p "$work/second/bin"
+echo theirs >"$work/second/bin/theirs"
+cmake --install "$build" --prefix "$work/second" >/dev/null
+[ -x "$work/second/bin/sbx" ] || fail "the second install put no bin/sbx"
+cmake --build "$build" --target uninstall >/dev/null
+left=$(cd "$work/second" && find . ! -type d)
+[ "$left" = ./bin/theirs ] || fail "uninstall left: $left"
+for d in include/sbx lib/sbx lib/cmake/Sbx share/sbx etc/sbx; do
+	[ ! -e "$work/second/$d" ] || fail "uninstall left the folder $d"
+done
+echo "third-party plugin: built both ways, selected by alias, create/exec/rm ok, uninstalled"
