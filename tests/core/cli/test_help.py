@@ -40,7 +40,8 @@ class Manual(unittest.TestCase):
         self.assertIn("sbx-exec.1", listed)
         self.assertIn("sbx-pause.1", listed)
         self.assertIn("sbx-config.1", listed)
-        self.assertEqual(len(listed), 12, sorted(listed))
+        self.assertIn("sbx-job.1", listed)
+        self.assertEqual(len(listed), 13, sorted(listed))
         for page, args in listed.items():
             rc, out, err = run(*(args + ["--help"]))
             self.assertEqual((rc, err), (0, ""), page)
@@ -92,6 +93,8 @@ class Completion(unittest.TestCase):
         self.assertEqual(self.complete("sbx r"), ["rm", "resume", "rollout"])
         self.assertEqual(self.complete("sbx file "), ["read", "write", "ls", "stat", "mkdir",
                                                       "rm"])
+        self.assertEqual(self.complete("sbx j"), ["job"])
+        self.assertEqual(self.complete("sbx job "), ["ls", "status", "logs", "wait", "kill"])
 
     def test_ids_from_the_ledger(self):
         env = {"SBX_STATE_DIR": os.path.join(TMP, "state-complete")}
