@@ -83,6 +83,32 @@ $work/sandboxes/${id#custom:}" ] || fail "exec printed '$out'"
 	[ ! -e "$work/sandboxes/${id#custom:}" ] || fail "rm left the sandbox directory"
 done
 
+# `pip install bindings/python` into a virtual environment whose prefix holds the install:
+# the package finds that libsbx (and its registry) by itself, without $SBX_LIBRARY. Debian's
+# python3, whose setuptools builds the package offline.
+/usr/bin/python3 -m venv --system-site-packages "$work/venv" || fail "python3 -m venv failed"
+cmake --install "$build" --prefix "$work/venv" >/dev/null
+# From a copy: setuptools writes build/ and *.egg-info beside the sources.
+cp -r "$src/bindings/python" "$work/python-src"
+"$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$work/python-src" ||
+	fail "pip install bindings/python failed"
+out=$(cd "$work" && env -u SBX_LIBRARY -u PYTHONPATH -u SBX_REGISTRY -u SBX_PREFIX \
+	LD_PRELOAD="${SBX_PY_PRELOAD:-}" ASAN_OPTIONS=detect_leaks=0 SBX_STATE_DIR="$work/state-pip" \
+	"$work/venv/bin/python" -c '
+import sbx
+with sbx.Host({"data_source": {"sandbox": {"type": "local"}}}) as h:
+    sid = h.create()
+    try:
+        print(h.exec(sid, "echo from-pip").stdout, end="")
+    finally:
+        h.destroy(sid)
+libs = {l.split()[-1] for l in open("/proc/self/maps") if "/libsbx.so" in l}
+print(sbx.__file__, *sorted(libs))
+') || fail "the pip-installed package: $out"
+site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+[ "$out" = "from-pip
+$site/sbx/__init__.py $work/venv/lib/libsbx.so.0.1.0" ] || fail "the pip-installed package printed '$out'"
+
 # The uninstall target takes a fresh install back: no file left, nor sbx's own folders, and a
 # file of someone else's in a shared folder stays.
 mkdir -p "$work/second/bin"
@@ -95,4 +121,4 @@ left=$(cd "$work/second" && find . ! -type d)
 for d in include/sbx lib/sbx lib/cmake/Sbx share/sbx etc/sbx; do
 	[ ! -e "$work/second/$d" ] || fail "uninstall left the folder $d"
 done
-echo "third-party plugin: built both ways, selected by alias, create/exec/rm ok, uninstalled"
+echo "third-party plugin: built both ways, selected by alias, create/exec/rm ok, pip-installed python ok, uninstalled"
