@@ -10,8 +10,9 @@
  *              through NexAU's LocalSandboxManager (start, execute_bash, stop, rmtree), run
  *              by $SBX_BENCH_NEXAU_PYTHON (default python3.12) with the caller's PYTHONPATH
  *              (NexAU's dependencies or stand-ins for them).
- * Each concurrency runs its cases back to back, ROUNDS times, and prints the ratios to the
- * floor of the same round. Targets (issue 19): rollout <= 1.2x the floor at concurrency 64,
+ * Each concurrency runs its kinds back to back, ROUNDS times, each round starting one kind
+ * further along (so load drift lands on all alike), and prints the ratios to the floor and
+ * the C API of the same round, the load average, and the median ratios. Targets (issue 19): rollout <= 1.2x the floor at concurrency 64,
  * faster than NexAU; AsyncHost <= 1.1x the C API.
  *
  * `bench_rollout N ROUNDS T...` (defaults 1000 1 4 16 64). Sandboxes and the floor's folders
@@ -65,9 +66,16 @@ static void floor_task(int i)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
 	posix_spawn_file_actions_addchdir_np(&fa, dir);
+	/* In a session of its own, as sbx starts its commands: with scheduler autogroups a
+	 * session is a scheduling group, and children left in the bench's session would share
+	 * one group's time while each sbx command gets a group of its own. */
+	posix_spawnattr_t at;
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
 	char *argv[] = {"bash", "-c", "echo hi", NULL};
 	pid_t pid;
-	int e = posix_spawn(&pid, "/bin/bash", &fa, NULL, argv, environ);
+	int e = posix_spawn(&pid, "/bin/bash", &fa, &at, argv, environ);
+	posix_spawnattr_destroy(&at);
 	close(p[1]);
 	char buf[64];
 	while (e == 0 && read(p[0], buf, sizeof(buf)) > 0)
@@ -187,16 +195,123 @@ static int write_tasks(const char *path)
 	return fclose(f);
 }
 
-static void report(const char *name, double t, double base, const char *base_name)
+/* The 1-minute load average, as /proc/loadavg says it (-1 when it cannot be read). */
+static double load_average(void)
 {
-	printf("  %-10s %7.2f s  %5.0f tasks/s  %.2fx %s\n", name, t, n_tasks / t, t / base,
-	       base_name);
+	double l = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+	if (f) {
+		if (fscanf(f, "%lf", &l) != 1)
+			l = -1;
+		fclose(f);
+	}
+	return l;
+}
+
+enum { K_FLOOR, K_CAPI, K_ROLLOUT, K_ASYNC, K_NEXAU, N_KINDS };
+static const char *const kind_names[N_KINDS] = {"floor", "C API", "rollout", "AsyncHost", "NexAU"};
+
+typedef struct setup {
+	const char *tasks, *nexau, *nexau_py;
+	char ts[16], ns[16];
+	int t;
+} setup;
+
+static double run_kind(int k, setup *s)
+{
+	switch (k) {
+	case K_FLOOR:
+		return on_threads(floor_task, s->t);
+	case K_CAPI:
+		return on_threads(capi_task, s->t);
+	case K_ROLLOUT: {
+		char *roll[] = {SBX_BENCH_CLI, "rollout",   "--concurrency",  s->ts,
+				"--output",    "/dev/null", (char *)s->tasks, NULL};
+		return run_child(roll);
+	}
+	case K_ASYNC: {
+		char *py[] = {"python3",   SBX_BENCH_SOURCE "/bench/rollout.py",
+			      "asynchost", s->ns,
+			      s->ts,       NULL};
+		return run_child(py);
+	}
+	default: {
+		char *py[] = {(char *)(s->nexau_py ? s->nexau_py : "python3.12"),
+			      SBX_BENCH_SOURCE "/bench/rollout.py",
+			      "nexau",
+			      s->ns,
+			      s->ts,
+			      (char *)s->nexau,
+			      NULL};
+		return run_child(py);
+	}
+	}
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), by_value);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define MAX_ROUNDS 64
+
+/* One concurrency: each round runs every kind once, the round r starting r kinds further
+ * along, so a load that rises or falls during the run lands on every kind alike; each ratio
+ * is taken within its round, and the summary gives their medians. */
+static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
+{
+	static double secs[MAX_ROUNDS][N_KINDS];
+	for (int r = 0; r < rounds; r++) {
+		double l0 = load_average();
+		for (int j = 0; j < n_kinds; j++) {
+			int k = kinds[(j + r) % n_kinds];
+			secs[r][k] = run_kind(k, s);
+		}
+		printf("concurrency %d, round %d (load average %.1f -> %.1f)\n", s->t, r + 1, l0,
+		       load_average());
+		double fl = secs[r][K_FLOOR], capi = secs[r][K_CAPI];
+		for (int j = 0; j < n_kinds; j++) {
+			int k = kinds[j];
+			printf("  %-10s %7.2f s  %5.0f tasks/s  %.2fx floor", kind_names[k],
+			       secs[r][k], n_tasks / secs[r][k], secs[r][k] / fl);
+			if (k == K_ROLLOUT || k == K_ASYNC)
+				printf("  %.2fx the C API", secs[r][k] / capi);
+			printf("\n");
+		}
+	}
+	printf("concurrency %d, median of %d round(s):", s->t, rounds);
+	for (int j = 1; j < n_kinds; j++) {
+		double v[MAX_ROUNDS];
+		int k = kinds[j];
+		for (int r = 0; r < rounds; r++)
+			v[r] = secs[r][k] / secs[r][K_FLOOR];
+		printf("  %s %.2fx floor", kind_names[k], median(v, rounds));
+		if (k == K_ROLLOUT || k == K_ASYNC) {
+			for (int r = 0; r < rounds; r++)
+				v[r] = secs[r][k] / secs[r][K_CAPI];
+			printf(" (%.2fx C API)", median(v, rounds));
+		}
+		printf(";");
+	}
+	printf("\n");
+	fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
 	n_tasks = argc > 1 ? atoi(argv[1]) : 1000;
 	int rounds = argc > 2 ? atoi(argv[2]) : 1;
+	if (rounds < 1)
+		rounds = 1;
+	if (rounds > MAX_ROUNDS)
+		rounds = MAX_ROUNDS;
 	int conc[16] = {4, 16, 64}, n_conc = 3;
 	if (argc > 3) {
 		n_conc = 0;
@@ -224,44 +339,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_rollout: %s\n", err.message);
 		return 1;
 	}
-	const char *nexau = getenv("SBX_BENCH_NEXAU");
-	const char *nexau_py = getenv("SBX_BENCH_NEXAU_PYTHON");
-	int python = getenv("SBX_BENCH_PYTHON") && strcmp(getenv("SBX_BENCH_PYTHON"), "1") == 0;
+	setup s = {.tasks = tasks,
+		   .nexau = getenv("SBX_BENCH_NEXAU"),
+		   .nexau_py = getenv("SBX_BENCH_NEXAU_PYTHON")};
+	int kinds[N_KINDS] = {K_FLOOR, K_CAPI, K_ROLLOUT}, n_kinds = 3;
+	if (getenv("SBX_BENCH_PYTHON") && strcmp(getenv("SBX_BENCH_PYTHON"), "1") == 0)
+		kinds[n_kinds++] = K_ASYNC;
+	if (s.nexau)
+		kinds[n_kinds++] = K_NEXAU;
 	printf("bench_rollout: %d tasks of create -> echo hi -> delete, %d round(s)\n", n_tasks,
 	       rounds);
+	snprintf(s.ns, sizeof(s.ns), "%d", n_tasks);
 	for (int c = 0; c < n_conc; c++) {
-		int t = conc[c] < 1 ? 1 : conc[c] > MAX_THREADS ? MAX_THREADS : conc[c];
-		char ts[16], ns[16];
-		snprintf(ts, sizeof(ts), "%d", t);
-		snprintf(ns, sizeof(ns), "%d", n_tasks);
-		for (int r = 0; r < rounds; r++) {
-			printf("concurrency %d, round %d\n", t, r + 1);
-			double fl = on_threads(floor_task, t);
-			report("floor", fl, fl, "floor");
-			double capi = on_threads(capi_task, t);
-			report("C API", capi, fl, "floor");
-			char *roll[] = {SBX_BENCH_CLI, "rollout",   "--concurrency", ts,
-					"--output",    "/dev/null", tasks,           NULL};
-			report("rollout", run_child(roll), fl, "floor");
-			if (python) {
-				char *py[] = {"python3",   SBX_BENCH_SOURCE "/bench/rollout.py",
-					      "asynchost", ns,
-					      ts,          NULL};
-				double a = run_child(py);
-				report("AsyncHost", a, fl, "floor");
-				printf("  %-10s %.2fx the C API\n", "", a / capi);
-			}
-			if (nexau) {
-				char *py[] = {(char *)(nexau_py ? nexau_py : "python3.12"),
-					      SBX_BENCH_SOURCE "/bench/rollout.py",
-					      "nexau",
-					      ns,
-					      ts,
-					      (char *)nexau,
-					      NULL};
-				report("NexAU", run_child(py), fl, "floor");
-			}
-		}
+		s.t = conc[c] < 1 ? 1 : conc[c] > MAX_THREADS ? MAX_THREADS : conc[c];
+		snprintf(s.ts, sizeof(s.ts), "%d", s.t);
+		one_concurrency(&s, kinds, n_kinds, rounds);
 	}
 	sbx_host_free(host);
 	unlink(tasks);

@@ -1002,6 +1002,13 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		exit_ready = 0;
 		int64_t t = now_ms();
 		if (r.exited && drain_until == INT64_MAX) {
+			/* Pipes still open may be held by a child another thread is starting:
+			 * wait for those to exec, so the grace below is the leftovers' alone (a
+			 * sibling's copy would otherwise cost the whole grace and a sink). */
+			if (r.out_r >= 0 || r.err_r >= 0) {
+				local_spawn_fence();
+				t = now_ms();
+			}
 			drain_until = t + st->drain_ms;
 			close_fd(&r.in_w);
 		}

@@ -12,7 +12,13 @@
  * which waits for an RCU grace period and costs milliseconds on a busy machine. glibc has no
  * clone3 wrapper that runs a function on a new stack, so that entry is a few lines of
  * assembly (x86-64 only; elsewhere, and on kernels without clone3, the child is cloned with
- * clone() and joins its cgroup itself). */
+ * clone() and joins its cgroup itself).
+ *
+ * Until it execs, a child holds a copy of every descriptor the process had when it was cloned,
+ * other calls' pipe ends included (it closes them first thing, but a busy machine may not run
+ * it for a while). Each spawn holds `spawning` for reading across the clone, which returns
+ * once the child has execed (CLONE_VFORK); local_spawn_fence takes it for writing, so it
+ * returns once no child is in that window. */
 #include <errno.h>
 #include <linux/sched.h>
 #include <pthread.h>
@@ -60,6 +66,15 @@ __asm__(".pushsection .text\n"
 /* 1 until clone3 with CLONE_INTO_CGROUP has been refused once by this kernel. */
 static atomic_int clone3_works = 1;
 
+/* Writers first: a fence must not wait behind a stream of new spawns. */
+static pthread_rwlock_t spawning = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+void local_spawn_fence(void)
+{
+	pthread_rwlock_wrlock(&spawning);
+	pthread_rwlock_unlock(&spawning);
+}
+
 pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 {
 	*placed = 0;
@@ -70,6 +85,7 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_rwlock_rdlock(&spawning);
 	pid_t pid = -1;
 	int saved = 0;
 #ifdef HAVE_CLONE3_ENTRY
@@ -103,6 +119,7 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 #ifdef HAVE_CLONE3_ENTRY
 done:
 #endif
+	pthread_rwlock_unlock(&spawning);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	munmap(stack, CHILD_STACK);
 	errno = saved;

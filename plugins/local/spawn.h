@@ -14,4 +14,10 @@
  * Returns the child's pid, or -1 with errno. */
 pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed);
 
+/* Returns once every child local_spawn started before the call has execed or exited, and so
+ * has closed the copies of this process's descriptors it was born with. A command's output
+ * pipes still open after it exited are then held by its own leftovers only, not by a child
+ * another thread was starting at that moment. */
+void local_spawn_fence(void);
+
 #endif

@@ -63,7 +63,7 @@ static int level_why(const char *dir, char *why, size_t size)
 	why[0] = '\0';
 	if (sbx_host_new(&o, &plain, &e) != SBX_OK ||
 	    sbx_backend_info(plain, "local", &json, &e) != SBX_OK) {
-		snprintf(why, size, "%s", e.message);
+		snprintf(why, size, "%.*s", (int)(size - 1), e.message);
 		sbx_host_free(plain);
 		return -1;
 	}

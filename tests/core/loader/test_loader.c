@@ -290,7 +290,7 @@ static void copy_ok(char *dir, size_t dcap, char *file, size_t fcap)
 static void expect_refused(const char *file, const char *what, const char *why, unsigned mode,
 			   unsigned uid)
 {
-	char want[1400];
+	char want[2048];
 	snprintf(want, sizeof(want),
 		 "%s: refusing to load: %s %s (mode %04o, owner uid %u); a plugin and the folders "
 		 "above it must be writable only by root or the user running sbx",
