@@ -630,10 +630,16 @@ static int check_type(const sbx__node *v, const char *key, const sbx_config_key 
 static int unknown_plugin_key(const sbx__node *v, const char *key, const sbx_plugin_desc *desc,
 			      sbx_error *err)
 {
-	const char **names = sbx__calloc((size_t)desc->n_keys + 1, sizeof(*names));
+	/* The host's keys are valid in the same block: a typo of `timeout` lists it too. */
+	size_t n_policy = sizeof(policy_keys) / sizeof(policy_keys[0]);
+	const char **names = sbx__calloc((size_t)desc->n_keys + n_policy + 2, sizeof(*names));
 	if (!names)
 		return sbx__set_error(err, SBX_E_NOMEM, "out of memory");
 	size_t n = 0;
+	names[n++] = "type";
+	for (const policy_key *p = policy_keys; p->name; p++)
+		if (strcmp(p->name, p->canonical) == 0)
+			names[n++] = p->name;
 	for (uint32_t k = 0; k < desc->n_keys; k++)
 		if (desc->keys[k].name)
 			names[n++] = desc->keys[k].name;

@@ -1,7 +1,9 @@
 """A minimal rollout loop as a harness author writes it: one sandbox per trajectory, many
 tool calls, delete guaranteed, infrastructure failures kept apart from command failures.
 
-    SBX_LIBRARY=build/libsbx.so PYTHONPATH=bindings/python python3 examples/python_rollout.py
+    SBX_LIBRARY=build/core/libsbx.so PYTHONPATH=bindings/python python3 examples/python_rollout.py
+
+(after `cmake --install` and `pip install bindings/python`: python3 examples/python_rollout.py)
 """
 import asyncio
 

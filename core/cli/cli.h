@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "help.h"
 #include "sbx/host.h"
 
 /* Exit codes, following docker/podman: the command's own for exec, these otherwise. */
@@ -19,6 +20,14 @@ typedef struct cli_globals {
 	const char *config;   /* --config, else $SBX_CONFIG, else NULL */
 } cli_globals;
 
+/* Set when the command line asks for --json: errors are then JSON objects on stdout,
+ * {"error": {"status": "SBX_E_...", "message": "..."}}, instead of lines on stderr. */
+extern int cli_json_errors;
+
+/* Set when the command line asks for --json: errors are then JSON objects on stdout,
+ * {"error": {"status": "SBX_E_...", "message": "..."}}, instead of lines on stderr. */
+extern int cli_json_errors;
+
 /* Opens a host; on failure prints "sbx: <message>" and returns the exit code to use. */
 int cli_open_host(const cli_globals *g, sbx_host **out);
 
@@ -26,8 +35,12 @@ int cli_open_host(const cli_globals *g, sbx_host **out);
  * failures of sbx or the backend. */
 int cli_exit_for(int status);
 
-/* Prints "sbx: <cmd>: <message>" on stderr and returns cli_exit_for(status). */
+/* Prints "sbx: <cmd>: <message>" on stderr (just "sbx: <message>" when cmd is NULL or the
+ * message already starts with "<cmd>:", so no prefix repeats) and returns
+ * cli_exit_for(status). */
 int cli_fail(const char *cmd, int status, const sbx_error *err);
+/* The line (or JSON error object) cli_fail prints, for a failure that has no sbx_error. */
+void cli_report(const char *cmd, const char *status, const char *msg);
 
 /* Prints "sbx: <cmd>: <msg>" and the usage line on stderr, returns CLI_USAGE. */
 int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)

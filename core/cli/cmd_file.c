@@ -1,21 +1,12 @@
 /* sbx file read|write|ls|stat|mkdir|rm, and sbx ls / sbx gc over the ledger. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
-
-static const char file_usage[] =
-    "usage: sbx file read ID PATH          (bytes to stdout)\n"
-    "       sbx file write ID PATH [FILE]   (bytes from FILE, or stdin)\n"
-    "       sbx file ls [--json] ID PATH\n"
-    "       sbx file stat [--json] ID PATH\n"
-    "       sbx file mkdir [-p] ID PATH\n"
-    "       sbx file rm [-r] ID PATH\n"
-    "Paths are absolute in the sandbox or relative to its work dir; paths that leave the\n"
-    "sandbox are refused.\n";
 
 static const char *kind_name(uint32_t k)
 {
@@ -37,11 +28,11 @@ static json_t *info_json(const sbx_file_info *fi)
 int cmd_file(const cli_globals *g, int argc, char **argv)
 {
 	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		fputs(file_usage, stdout);
+		fputs(cli_help_file, stdout);
 		return CLI_OK;
 	}
 	if (argc < 2)
-		return cli_usage_error(file_usage, "file", "missing operation");
+		return cli_usage_error(cli_help_file, "file", "missing operation");
 	const char *op = argv[1];
 	int flag = 0, i = 2;
 	if (i < argc && (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "-p") == 0 ||
@@ -52,7 +43,7 @@ int cmd_file(const cli_globals *g, int argc, char **argv)
 	int want = strcmp(op, "write") == 0 ? -1 : 2;
 	int left = argc - i;
 	if ((want == 2 && left != 2) || (want == -1 && left != 2 && left != 3))
-		return cli_usage_error(file_usage, "file", "wrong arguments for '%s'", op);
+		return cli_usage_error(cli_help_file, "file", "wrong arguments for '%s'", op);
 	const char *id = argv[i], *path = argv[i + 1];
 	sbx_host *h = NULL;
 	int rc = cli_open_host(g, &h);
@@ -127,7 +118,7 @@ int cmd_file(const cli_globals *g, int argc, char **argv)
 		st = sbx_remove(h, id, path, flag, &err);
 	} else {
 		sbx_host_free(h);
-		return cli_usage_error(file_usage, "file", "unknown operation '%s'", op);
+		return cli_usage_error(cli_help_file, "file", "unknown operation '%s'", op);
 	}
 	if (st != SBX_OK)
 		rc = cli_fail("file", st, &err);
@@ -135,18 +126,35 @@ int cmd_file(const cli_globals *g, int argc, char **argv)
 	return rc;
 }
 
-static const char ls_usage[] =
-    "usage: sbx ls [--json] [--all] [--alias A] [--data-source D] [--run R] [--state S]\n"
-    "Lists sandboxes recorded in the ledger ($SBX_STATE_DIR/ledger.db). Without --all,\n"
-    "sandboxes that are gone or whose create failed are left out. --json gives each its\n"
-    "background jobs as the ledger last saw them (\"jobs\"; 'sbx job ls ID' asks the\n"
-    "sandbox).\n";
-
 typedef struct ls_filter {
 	const char *alias, *data_source, *run, *state;
-	int all, json;
+	int all, json, quiet, no_trunc;
+	time_t now;
 	json_t *rows;
 } ls_filter;
+
+/* docker ps's habit: 12 characters of the backend id in the table. */
+static void short_id(const char *id, int no_trunc, char *buf, size_t cap)
+{
+	const char *colon = strchr(id, ':');
+	if (no_trunc || !colon || strlen(colon + 1) <= 12)
+		snprintf(buf, cap, "%s", id);
+	else
+		snprintf(buf, cap, "%.*s%.12s", (int)(colon + 1 - id), id, colon + 1);
+}
+
+static void age(time_t now, int64_t created, char *buf, size_t cap)
+{
+	long long s = created > 0 && now > created ? (long long)(now - created) : 0;
+	if (s < 120)
+		snprintf(buf, cap, "%llds", s);
+	else if (s < 7200)
+		snprintf(buf, cap, "%lldm", s / 60);
+	else if (s < 172800)
+		snprintf(buf, cap, "%lldh", s / 3600);
+	else
+		snprintf(buf, cap, "%lldd", s / 86400);
+}
 
 static int ls_row(void *ctx, const sbx_sandbox_record *r)
 {
@@ -159,7 +167,10 @@ static int ls_row(void *ctx, const sbx_sandbox_record *r)
 	    (f->run && strcmp(f->run, r->run_id) != 0) ||
 	    (f->state && strcmp(f->state, r->state) != 0))
 		return 0;
-	if (f->json) {
+	if (f->quiet) {
+		if (r->id[0])
+			printf("%s\n", r->id);
+	} else if (f->json) {
 		json_array_append_new(
 		    f->rows,
 		    json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:s,s:b,s:s}", "id", r->id, "alias",
@@ -169,16 +180,36 @@ static int ls_row(void *ctx, const sbx_sandbox_record *r)
 			      r->state, "owner_alive", (int)r->owner_alive, "error",
 			      r->error ? r->error : ""));
 	} else {
-		char owner[64];
+		char owner[64], id[SBX_ID_MAX], ago[32];
 		if (r->owner_pid)
 			snprintf(owner, sizeof(owner), "%lld%s", (long long)r->owner_pid,
 				 r->owner_alive ? "" : " (dead)");
 		else
 			snprintf(owner, sizeof(owner), "detached");
-		printf("%-40s %-9s %-12s %-16s %s\n", r->id[0] ? cli_q(r->id) : "(creating)",
-		       cli_q(r->state), cli_q(r->data_source), owner, cli_q(r->run_id));
+		short_id(r->id[0] ? r->id : "(creating)", f->no_trunc, id, sizeof(id));
+		age(f->now, r->created, ago, sizeof(ago));
+		printf("%-*s %-9s %-5s %-12s %-16s %s\n", f->no_trunc ? 40 : 22, cli_q(id),
+		       cli_q(r->state), ago, cli_q(r->data_source), owner, cli_q(r->run_id));
 	}
 	return 0;
+}
+
+/* --filter KEY=VALUE, as docker ps takes it. */
+static int ls_filter_arg(ls_filter *f, const char *arg)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} keys[] = {{"state=", offsetof(ls_filter, state)},
+		    {"data-source=", offsetof(ls_filter, data_source)},
+		    {"alias=", offsetof(ls_filter, alias)},
+		    {"run=", offsetof(ls_filter, run)}};
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		if (strncmp(arg, keys[k].key, strlen(keys[k].key)) == 0) {
+			*(const char **)((char *)f + keys[k].off) = arg + strlen(keys[k].key);
+			return 0;
+		}
+	return -1;
 }
 
 static int ls_job(void *ctx, const sbx_job_info *info)
@@ -189,7 +220,7 @@ static int ls_job(void *ctx, const sbx_job_info *info)
 
 int cmd_ls(const cli_globals *g, int argc, char **argv)
 {
-	ls_filter f = {0};
+	ls_filter f = {.now = time(NULL)};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char **slot = strcmp(a, "--alias") == 0         ? &f.alias
@@ -198,16 +229,26 @@ int cmd_ls(const cli_globals *g, int argc, char **argv)
 				    : strcmp(a, "--state") == 0       ? &f.state
 								      : NULL;
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			fputs(ls_usage, stdout);
+			fputs(cli_help_ls, stdout);
 			return CLI_OK;
 		} else if (strcmp(a, "--json") == 0) {
 			f.json = 1;
-		} else if (strcmp(a, "--all") == 0) {
+		} else if (strcmp(a, "--all") == 0 || strcmp(a, "-a") == 0) {
 			f.all = 1;
+		} else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+			f.quiet = 1;
+		} else if (strcmp(a, "--no-trunc") == 0) {
+			f.no_trunc = 1;
+		} else if (strcmp(a, "--filter") == 0 && i + 1 < argc) {
+			if (ls_filter_arg(&f, argv[++i]) != 0)
+				return cli_usage_error(cli_help_ls, "ls",
+						       "bad filter '%s' (state=, data-source=, "
+						       "alias= or run=)",
+						       argv[i]);
 		} else if (slot && i + 1 < argc) {
 			*slot = argv[++i];
 		} else {
-			return cli_usage_error(ls_usage, "ls", "bad argument '%s'", a);
+			return cli_usage_error(cli_help_ls, "ls", "bad argument '%s'", a);
 		}
 	}
 	sbx_host *h = NULL;
@@ -215,8 +256,9 @@ int cmd_ls(const cli_globals *g, int argc, char **argv)
 	if (rc != CLI_OK)
 		return rc;
 	f.rows = json_array();
-	if (!f.json)
-		printf("%-40s %-9s %-12s %-16s %s\n", "ID", "STATE", "DATA SOURCE", "OWNER", "RUN");
+	if (!f.json && !f.quiet)
+		printf("%-*s %-9s %-5s %-12s %-16s %s\n", f.no_trunc ? 40 : 22, "ID", "STATE",
+		       "AGE", "DATA SOURCE", "OWNER", "RUN");
 	sbx_error err = {0};
 	int st = sbx_ledger_list(h, ls_row, &f, &err);
 	/* Jobs after the listing: the ledger is not read again inside its own walk. */
@@ -229,22 +271,12 @@ int cmd_ls(const cli_globals *g, int argc, char **argv)
 	}
 	if (st != SBX_OK)
 		rc = cli_fail("ls", st, &err);
-	else if (f.json)
+	else if (f.json && !f.quiet)
 		cli_print_json(f.rows);
 	json_decref(f.rows);
 	sbx_host_free(h);
 	return rc;
 }
-
-static const char gc_usage[] =
-    "usage: sbx gc [--dry-run] [--json]\n"
-    "Deletes sandboxes whose owner process died or whose TTL passed, finishes creates and\n"
-    "deletes whose process died, and deletes backend objects carrying this state dir's label\n"
-    "that the ledger does not hold. Safe while harnesses run: a create or delete in flight,\n"
-    "anything made after gc started and any row that changes under it are spared, and every\n"
-    "deletion is claimed in the ledger at the moment it is made. Prints one line per\n"
-    "sandbox deleted, spared or finished, with the reason, then a count; --json prints a\n"
-    "list of {action, id, token, reason, status}.\n";
 
 typedef struct gc_out {
 	int json, dry, failed;
@@ -283,14 +315,14 @@ int cmd_gc(const cli_globals *g, int argc, char **argv)
 	gc_out o = {0};
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(gc_usage, stdout);
+			fputs(cli_help_gc, stdout);
 			return CLI_OK;
 		} else if (strcmp(argv[i], "--dry-run") == 0) {
 			o.dry = 1;
 		} else if (strcmp(argv[i], "--json") == 0) {
 			o.json = 1;
 		} else {
-			return cli_usage_error(gc_usage, "gc", "bad argument '%s'", argv[i]);
+			return cli_usage_error(cli_help_gc, "gc", "bad argument '%s'", argv[i]);
 		}
 	}
 	sbx_host *h = NULL;

@@ -7,25 +7,7 @@
 #include <time.h>
 
 #include "cli.h"
-
-static const char job_usage[] =
-    "usage: sbx job ls ID [--json] [--cached]\n"
-    "       sbx job status JOB [--json]\n"
-    "       sbx job logs JOB [--stderr] [--follow] [--tail N]\n"
-    "       sbx job wait JOB [--timeout SECONDS]\n"
-    "       sbx job kill JOB [--signal SIG]\n"
-    "Background jobs, started with 'sbx exec --detach ID ...', which prints the JOB id.\n"
-    "  ls      the jobs of sandbox ID, oldest first (--cached: the ledger's last seen states,\n"
-    "          without asking the sandbox)\n"
-    "  status  state (running, exited, killed, lost), exit code or signal, pid, start time,\n"
-    "          duration and output bytes so far\n"
-    "  logs    the job's stdout (--stderr: its stderr); --tail N the last N lines; --follow\n"
-    "          keeps printing what it writes until it ends\n"
-    "  wait    waits for the job; exit status: the job's exit code, 128+N when a signal N\n"
-    "          killed it, 124 when --timeout passed first (the job keeps running), 125 when\n"
-    "          the job was lost (its supervisor died without a status)\n"
-    "  kill    sends SIG (a number or a name: TERM, KILL, INT, HUP, ...; default TERM) to\n"
-    "          the job's whole tree\n";
+#include "help.h"
 
 json_t *cli_job_json(const sbx_job_info *j)
 {
@@ -96,11 +78,11 @@ static int parse(const char *sub, const char *allowed, int argc, char **argv, jo
 		if (s[0] != '-' && !a->target)
 			a->target = s;
 		else if (!known)
-			return cli_usage_error(job_usage, sub, "bad argument '%s'", s);
+			return cli_usage_error(cli_help_job, sub, "bad argument '%s'", s);
 		else if (val && i + 1 < argc)
 			*val = argv[++i];
 		else if (val)
-			return cli_usage_error(job_usage, sub, "%s wants a value", s);
+			return cli_usage_error(cli_help_job, sub, "%s wants a value", s);
 		else if (strcmp(s, "--json") == 0)
 			a->json = 1;
 		else if (strcmp(s, "--cached") == 0)
@@ -111,7 +93,7 @@ static int parse(const char *sub, const char *allowed, int argc, char **argv, jo
 			a->follow = 1;
 	}
 	if (!a->target)
-		return cli_usage_error(job_usage, sub, "missing %s",
+		return cli_usage_error(cli_help_job, sub, "missing %s",
 				       strcmp(sub, "job ls") == 0 ? "sandbox ID" : "JOB");
 	return CLI_OK;
 }
@@ -172,7 +154,7 @@ static int job_logs(sbx_host *h, const job_args *a)
 		char *end = NULL;
 		unsigned long n = strtoul(a->tail, &end, 10);
 		if (!end || *end || !*a->tail || n == 0 || n > 1000000)
-			return cli_usage_error(job_usage, "job logs",
+			return cli_usage_error(cli_help_job, "job logs",
 					       "--tail wants a line count 1..1000000, got '%s'",
 					       a->tail);
 		tail = (uint32_t)n;
@@ -211,14 +193,14 @@ static int job_wait(sbx_host *h, const job_args *a)
 {
 	double timeout = -1;
 	if (a->timeout && (timeout = cli_parse_seconds(a->timeout)) < 0)
-		return cli_usage_error(job_usage, "job wait",
+		return cli_usage_error(cli_help_job, "job wait",
 				       "--timeout wants seconds >= 0, got '%s'", a->timeout);
 	sbx_job_info j = {0};
 	SBX_INIT_HEADER(j);
 	sbx_error err = {0};
 	int st = sbx_job_wait(h, a->target, timeout, &j, &err);
 	if (st == SBX_E_TIMEOUT) {
-		fprintf(stderr, "sbx: job wait: %s\n", err.message);
+		cli_fail("job wait", st, &err);
 		return CLI_TIMEOUT;
 	}
 	if (st != SBX_OK)
@@ -227,8 +209,9 @@ static int job_wait(sbx_host *h, const job_args *a)
 		return j.exit_code & 0xff;
 	if (j.state == SBX_JOB_KILLED)
 		return 128 + (j.signal & 0x7f);
-	fprintf(stderr, "sbx: job wait: %s: lost: its supervisor is gone without a status\n",
-		a->target);
+	char msg[512];
+	snprintf(msg, sizeof(msg), "%s: lost: its supervisor is gone without a status", a->target);
+	cli_report("job wait", sbx_status_name(SBX_E_BACKEND), msg);
 	return CLI_INFRA;
 }
 
@@ -257,7 +240,7 @@ static int job_kill(sbx_host *h, const job_args *a)
 {
 	int sig = SIGTERM;
 	if (a->signal && !(sig = signal_number(a->signal)))
-		return cli_usage_error(job_usage, "job kill",
+		return cli_usage_error(cli_help_job, "job kill",
 				       "--signal wants 1..64 or a name such as TERM, got '%s'",
 				       a->signal);
 	sbx_error err = {0};
@@ -277,11 +260,11 @@ int cmd_job(const cli_globals *g, int argc, char **argv)
 		    {"kill", "job kill", "--signal", job_kill}};
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(job_usage, stdout);
+			fputs(cli_help_job, stdout);
 			return CLI_OK;
 		}
 	if (argc < 2)
-		return cli_usage_error(job_usage, "job", "missing subcommand");
+		return cli_usage_error(cli_help_job, "job", "missing subcommand");
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (strcmp(argv[1], subs[i].name) != 0)
 			continue;
@@ -296,5 +279,5 @@ int cmd_job(const cli_globals *g, int argc, char **argv)
 		sbx_host_free(h);
 		return rc;
 	}
-	return cli_usage_error(job_usage, "job", "unknown subcommand '%s'", argv[1]);
+	return cli_usage_error(cli_help_job, "job", "unknown subcommand '%s'", argv[1]);
 }

@@ -21,21 +21,48 @@ static int wants_help(int argc, char **argv, const char *usage)
 	return 0;
 }
 
-static const char plugins_usage[] =
-    "usage: sbx plugins [--json]\n"
-    "Lists every alias of the registry with its path, ABI, state and, when faulty, why.\n"
-    "Each plugin is loaded to report its state.\n";
+/* --check: whether the backend can be used with the config in force: "ok" (nothing to
+ * reach), "reachable", "unreachable" (the backend's info says so), "unusable" (it cannot start
+ * with this config; why says why) or "faulty". */
+static const char *plugin_check(sbx_host *h, const sbx_plugin_info *info, char *why, size_t cap)
+{
+	why[0] = '\0';
+	if (info->state == SBX_PLUGIN_FAULTY) {
+		snprintf(why, cap, "%s", info->reason ? info->reason : "");
+		return "faulty";
+	}
+	char *backend = NULL;
+	sbx_error err = {0};
+	if (sbx_backend_info(h, info->alias, &backend, &err) != SBX_OK) {
+		snprintf(why, cap, "%s", err.message);
+		sbx_free(backend);
+		return "unusable";
+	}
+	json_t *j = backend ? json_loads(backend, 0, NULL) : NULL;
+	json_t *reach = json_object_get(json_object_get(j, "backend"), "reachable");
+	const char *c =
+	    json_is_boolean(reach) ? (json_is_true(reach) ? "reachable" : "unreachable") : "ok";
+	const char *host =
+	    json_string_value(json_object_get(json_object_get(j, "backend"), "host"));
+	if (json_is_false(reach))
+		snprintf(why, cap, "engine at %s does not answer", host ? host : "?");
+	json_decref(j);
+	sbx_free(backend);
+	return c;
+}
 
 int cmd_plugins(const cli_globals *g, int argc, char **argv)
 {
-	if (wants_help(argc, argv, plugins_usage))
+	if (wants_help(argc, argv, cli_help_plugins))
 		return CLI_OK;
-	int json = 0;
+	int json = 0, check = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0)
 			json = 1;
+		else if (strcmp(argv[i], "--check") == 0)
+			check = 1;
 		else
-			return cli_usage_error(plugins_usage, "plugins", "unknown argument '%s'",
+			return cli_usage_error(cli_help_plugins, "plugins", "unknown argument '%s'",
 					       argv[i]);
 	}
 	sbx_host *h = NULL;
@@ -45,7 +72,8 @@ int cmd_plugins(const cli_globals *g, int argc, char **argv)
 	json_t *arr = json_array();
 	size_t n = sbx_plugin_count(h);
 	if (!json)
-		printf("%-10s %-9s %-5s %s\n", "ALIAS", "STATE", "ABI", "PATH / REASON");
+		printf("%-10s %-9s %-5s %s%s\n", "ALIAS", "STATE", "ABI",
+		       check ? "CHECK        " : "", "PATH / REASON");
 	for (size_t i = 0; i < n; i++) {
 		sbx_plugin_info info = {0};
 		SBX_INIT_HEADER(info);
@@ -80,7 +108,20 @@ int cmd_plugins(const cli_globals *g, int argc, char **argv)
 				json_object_set_new(o, "backend", b ? b : json_null());
 			}
 			sbx_free(backend);
+			if (check) {
+				char why[512];
+				json_object_set_new(
+				    o, "check",
+				    json_string(plugin_check(h, &info, why, sizeof(why))));
+				json_object_set_new(o, "check_reason",
+						    why[0] ? json_string(why) : json_null());
+			}
 			json_array_append_new(arr, o);
+		} else if (check) {
+			char why[512];
+			const char *c = plugin_check(h, &info, why, sizeof(why));
+			printf("%-10s %-9s %-5s %-12s %s\n", info.alias, state, abi, c,
+			       why[0] ? why : info.path);
 		} else {
 			printf("%-10s %-9s %-5s %s\n", cli_q(info.alias), state, abi,
 			       info.state == SBX_PLUGIN_FAULTY && info.reason ? cli_msg(info.reason)
@@ -94,19 +135,12 @@ int cmd_plugins(const cli_globals *g, int argc, char **argv)
 	return CLI_OK;
 }
 
-static const char config_usage[] =
-    "usage: sbx config check FILE\n"
-    "Validates FILE (and every plugin key against its plugin) and prints the data sources.\n"
-    "Prints one line per data source: its name ('default' is the data_source block) and its\n"
-    "sandbox type alias. Exit status 0 when valid; 1 when FILE (or a plugin's check of its\n"
-    "keys) is invalid, with the error on stderr; 2 on usage errors.\n";
-
 int cmd_config(const cli_globals *g, int argc, char **argv)
 {
-	if (wants_help(argc, argv, config_usage))
+	if (wants_help(argc, argv, cli_help_config))
 		return CLI_OK;
 	if (argc != 3 || strcmp(argv[1], "check") != 0)
-		return cli_usage_error(config_usage, "config", "expected 'config check FILE'");
+		return cli_usage_error(cli_help_config, "config", "expected 'config check FILE'");
 	sbx_host_options o = {0};
 	SBX_INIT_HEADER(o);
 	o.registry_path = g->registry;
@@ -137,15 +171,6 @@ int cmd_config(const cli_globals *g, int argc, char **argv)
 	return bad ? CLI_FAIL : CLI_OK;
 }
 
-static const char create_usage[] =
-    "usage: sbx create [--data-source NAME] [--image IMAGE] [--label K=V]... [--env K=V]...\n"
-    "                  [--ttl SECONDS] [--owner-pid PID] [--wait SECONDS] [--json]\n"
-    "Creates a sandbox and prints its id. The sandbox outlives this command: only its TTL\n"
-    "(or the death of --owner-pid) lets 'sbx gc' reap it.\n"
-    "--wait: how long to wait for a place under the data source's caps (max_concurrency,\n"
-    "max_starting, create_rate, held across every process of the state dir); without it a\n"
-    "full cap fails at once.\n";
-
 static int parse_kv(char *s, sbx_kv *kv)
 {
 	char *eq = strchr(s, '=');
@@ -159,7 +184,7 @@ static int parse_kv(char *s, sbx_kv *kv)
 
 int cmd_create(const cli_globals *g, int argc, char **argv)
 {
-	if (wants_help(argc, argv, create_usage))
+	if (wants_help(argc, argv, cli_help_create))
 		return CLI_OK;
 	static const struct option opts[] = {
 	    {"data-source", required_argument, NULL, 'd'},
@@ -193,7 +218,7 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 			uint32_t *cnt = c == 'l' ? &o.n_labels : &o.n_env;
 			if (*cnt >= 64 || parse_kv(optarg, &arr[*cnt]) != 0)
 				return cli_usage_error(
-				    create_usage, "create",
+				    cli_help_create, "create",
 				    "--%s wants KEY=VALUE (at most 64), got '%s'",
 				    c == 'l' ? "label" : "env", optarg);
 			(*cnt)++;
@@ -202,7 +227,7 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 		case 't': {
 			double d = cli_parse_seconds(optarg);
 			if (d < 0 || d != (double)(int64_t)d)
-				return cli_usage_error(create_usage, "create",
+				return cli_usage_error(cli_help_create, "create",
 						       "--ttl wants whole seconds, got '%s'",
 						       optarg);
 			o.ttl_seconds = (int64_t)d;
@@ -212,7 +237,7 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 			char *end = NULL;
 			long long pid = strtoll(optarg, &end, 10);
 			if (!*optarg || *end || pid <= 0)
-				return cli_usage_error(create_usage, "create",
+				return cli_usage_error(cli_help_create, "create",
 						       "--owner-pid wants a process id, got '%s'",
 						       optarg);
 			o.owner_pid = pid;
@@ -221,19 +246,19 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 		case 'w':
 			o.wait_seconds = cli_parse_seconds(optarg);
 			if (o.wait_seconds < 0)
-				return cli_usage_error(create_usage, "create",
+				return cli_usage_error(cli_help_create, "create",
 						       "--wait wants seconds, got '%s'", optarg);
 			break;
 		case 'j':
 			json = 1;
 			break;
 		default:
-			return cli_usage_error(create_usage, "create", "unknown option '%s'",
+			return cli_usage_error(cli_help_create, "create", "unknown option '%s'",
 					       argv[optind - 1]);
 		}
 	}
 	if (optind != argc)
-		return cli_usage_error(create_usage, "create", "unexpected argument '%s'",
+		return cli_usage_error(cli_help_create, "create", "unexpected argument '%s'",
 				       argv[optind]);
 	o.labels = labels;
 	o.env = env;
@@ -256,26 +281,6 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 	sbx_host_free(h);
 	return rc;
 }
-
-static const char exec_usage[] =
-    "usage: sbx exec [--json] [--timeout SECONDS] [--cwd DIR] [--env K=V]... [--user U]\n"
-    "                [--stdin-file FILE | -i] [--full] [--detach] ID -- ARGV...\n"
-    "       sbx exec [OPTIONS] ID -c 'SHELL COMMAND'\n"
-    "Runs a command (argv, or a shell string through bash -c / sh -c) in sandbox ID.\n"
-    "  --detach  start it as a background job and print the job's id at once (with --json:\n"
-    "            {\"job_id\": ...}); see 'sbx job --help'. The timeout does not apply.\n"
-    "  --timeout SECONDS  fractions allowed, 0 for none; default: the data source's timeout\n"
-    "  --cwd DIR, --env K=V, --user U   where, with what, and as whom it runs\n"
-    "  --stdin-file FILE, -i            stdin from FILE or from this stdin (else /dev/null)\n"
-    "  --json   print the whole result as one JSON object (exit_code, signal, timed_out,\n"
-    "           duration, stdout, stderr, original_*_length, truncated, output_dir,\n"
-    "           stdout_file, stderr_file, *_bytes, *_dropped); bytes that are not UTF-8\n"
-    "           become U+FFFD in the JSON strings (the files keep the exact bytes)\n"
-    "  --full   write the full stored output instead of the display copy\n"
-    "Without --json the display copies (head and tail past output_char_threshold) are\n"
-    "written raw to stdout and stderr. Exit status: the command's, 124 when it timed out,\n"
-    "128+N when killed by signal N, 125 when sbx or the backend failed (message on stderr),\n"
-    "2 on usage errors and malformed ids or unknown aliases.\n";
 
 static char *read_all(FILE *f, size_t *len)
 {
@@ -315,7 +320,7 @@ static void copy_file_to(const char *path, FILE *to)
 
 int cmd_exec(const cli_globals *g, int argc, char **argv)
 {
-	if (wants_help(argc, argv, exec_usage))
+	if (wants_help(argc, argv, cli_help_exec))
 		return CLI_OK;
 	static const struct option opts[] = {
 	    {"json", no_argument, NULL, 'j'},
@@ -350,7 +355,7 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 		case 't':
 			o.timeout = cli_parse_seconds(optarg);
 			if (o.timeout < 0)
-				return cli_usage_error(exec_usage, "exec",
+				return cli_usage_error(cli_help_exec, "exec",
 						       "--timeout wants seconds >= 0, got '%s'",
 						       optarg);
 			break;
@@ -362,7 +367,7 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 			break;
 		case 'e':
 			if (o.n_env >= 128 || parse_kv(optarg, &env[o.n_env]) != 0)
-				return cli_usage_error(exec_usage, "exec",
+				return cli_usage_error(cli_help_exec, "exec",
 						       "--env wants KEY=VALUE, got '%s'", optarg);
 			o.n_env++;
 			break;
@@ -376,13 +381,13 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 			o.shell = optarg;
 			break;
 		default:
-			return cli_usage_error(exec_usage, "exec", "unknown option '%s'",
+			return cli_usage_error(cli_help_exec, "exec", "unknown option '%s'",
 					       argv[optind - 1]);
 		}
 	}
 	o.env = env;
 	if (optind >= argc)
-		return cli_usage_error(exec_usage, "exec", "missing sandbox ID");
+		return cli_usage_error(cli_help_exec, "exec", "missing sandbox ID");
 	const char *id = argv[optind++];
 	/* `-c` may also follow the id: sbx exec ID -c 'cmd'. */
 	if (!o.shell && optind + 1 < argc && strcmp(argv[optind], "-c") == 0) {
@@ -392,11 +397,11 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	if (optind < argc && strcmp(argv[optind], "--") == 0)
 		optind++;
 	if (o.shell && optind < argc)
-		return cli_usage_error(exec_usage, "exec",
+		return cli_usage_error(cli_help_exec, "exec",
 				       "give either -c 'SHELL' or -- ARGV, not both");
 	if (!o.shell) {
 		if (optind >= argc)
-			return cli_usage_error(exec_usage, "exec",
+			return cli_usage_error(cli_help_exec, "exec",
 					       "missing command: use -- ARGV... or -c 'SHELL'");
 		o.argv = (const char *const *)(argv + optind);
 	}
@@ -469,15 +474,12 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	return rc;
 }
 
-static const char rm_usage[] = "usage: sbx rm ID...\n"
-			       "Deletes sandboxes; one that is already gone is not an error.\n";
-
 int cmd_rm(const cli_globals *g, int argc, char **argv)
 {
-	if (wants_help(argc, argv, rm_usage))
+	if (wants_help(argc, argv, cli_help_rm))
 		return CLI_OK;
 	if (argc < 2)
-		return cli_usage_error(rm_usage, "rm", "missing sandbox ID");
+		return cli_usage_error(cli_help_rm, "rm", "missing sandbox ID");
 	sbx_host *h = NULL;
 	int rc = cli_open_host(g, &h);
 	if (rc != CLI_OK)
@@ -495,14 +497,9 @@ int cmd_rm(const cli_globals *g, int argc, char **argv)
 	return rc;
 }
 
-static const char lifecycle_usage[] =
-    "usage: sbx pause ID | sbx resume ID | sbx status [--json] ID\n"
-    "status prints running, paused, creating, gone or unknown; --json adds what the backend\n"
-    "says about the sandbox (local: its isolation and its writable layer's disk use).\n";
-
 int cmd_lifecycle(const cli_globals *g, int argc, char **argv)
 {
-	if (wants_help(argc, argv, lifecycle_usage))
+	if (wants_help(argc, argv, cli_help_lifecycle))
 		return CLI_OK;
 	const char *cmd = argv[0];
 	const char *id = NULL;
@@ -511,15 +508,15 @@ int cmd_lifecycle(const cli_globals *g, int argc, char **argv)
 		if (strcmp(argv[i], "--json") == 0 && strcmp(cmd, "status") == 0)
 			json = 1;
 		else if (argv[i][0] == '-' && argv[i][1])
-			return cli_usage_error(lifecycle_usage, cmd, "unknown option '%s'",
+			return cli_usage_error(cli_help_lifecycle, cmd, "unknown option '%s'",
 					       argv[i]);
 		else if (id)
-			return cli_usage_error(lifecycle_usage, cmd, "expected one sandbox ID");
+			return cli_usage_error(cli_help_lifecycle, cmd, "expected one sandbox ID");
 		else
 			id = argv[i];
 	}
 	if (!id)
-		return cli_usage_error(lifecycle_usage, cmd, "expected one sandbox ID");
+		return cli_usage_error(cli_help_lifecycle, cmd, "expected one sandbox ID");
 	sbx_host *h = NULL;
 	int rc = cli_open_host(g, &h);
 	if (rc != CLI_OK)

@@ -6,19 +6,6 @@
 
 #include "cli.h"
 
-static const char session_usage[] =
-    "usage: sbx session start --user U --session S [--data-source NAME] [--image IMAGE]\n"
-    "                         [--ttl SECONDS] [--env K=V]... [--asset HOST:SANDBOX]... [--json]\n"
-    "       sbx session pause --user U --session S\n"
-    "       sbx session end   --user U --session S\n"
-    "       sbx session show  --user U --session S [--json]\n"
-    "       sbx session ls    [--json]\n"
-    "start reconnects to the session's sandbox (resuming it when paused) or, when it has none\n"
-    "or it is gone, creates one and uploads the assets (files of this machine, copied to the\n"
-    "sandbox path after the first ':'). It prints the sandbox id; --json adds what it did\n"
-    "(created, reused, resumed, recreated). pause keeps the record, end destroys the sandbox\n"
-    "and forgets the session. Environment variables are never recorded.\n";
-
 #define MAX_ITEMS 64
 
 static const char *outcome_name(uint32_t how)
@@ -99,15 +86,15 @@ int cmd_session(const cli_globals *g, int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(session_usage, stdout);
+			fputs(cli_help_session, stdout);
 			return CLI_OK;
 		}
 	if (argc < 2)
-		return cli_usage_error(session_usage, "session", "missing operation");
+		return cli_usage_error(cli_help_session, "session", "missing operation");
 	const char *op = argv[1];
 	if (strcmp(op, "start") != 0 && strcmp(op, "pause") != 0 && strcmp(op, "end") != 0 &&
 	    strcmp(op, "show") != 0 && strcmp(op, "ls") != 0)
-		return cli_usage_error(session_usage, "session", "unknown operation '%s'", op);
+		return cli_usage_error(cli_help_session, "session", "unknown operation '%s'", op);
 	int starting = strcmp(op, "start") == 0;
 	static const struct option opts[] = {
 	    {"user", required_argument, NULL, 'u'},
@@ -130,7 +117,7 @@ int cmd_session(const cli_globals *g, int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		if (!starting && c != 'u' && c != 's' && c != 'j')
-			return cli_usage_error(session_usage, "session", "%s does not take '%s'",
+			return cli_usage_error(cli_help_session, "session", "%s does not take '%s'",
 					       op, argv[optind - 1]);
 		switch (c) {
 		case 'u':
@@ -148,7 +135,7 @@ int cmd_session(const cli_globals *g, int argc, char **argv)
 		case 't': {
 			double d = cli_parse_seconds(optarg);
 			if (d < 0 || d != (double)(int64_t)d)
-				return cli_usage_error(session_usage, "session",
+				return cli_usage_error(cli_help_session, "session",
 						       "--ttl wants whole seconds, got '%s'",
 						       optarg);
 			o.ttl_seconds = (int64_t)d;
@@ -157,7 +144,7 @@ int cmd_session(const cli_globals *g, int argc, char **argv)
 		case 'e':
 			if (o.n_env >= MAX_ITEMS || split_at(optarg, '=', &env[o.n_env]) != 0)
 				return cli_usage_error(
-				    session_usage, "session",
+				    cli_help_session, "session",
 				    "--env wants KEY=VALUE (at most %d), got '%s'", MAX_ITEMS,
 				    optarg);
 			o.n_env++;
@@ -165,7 +152,7 @@ int cmd_session(const cli_globals *g, int argc, char **argv)
 		case 'a':
 			if (n_assets >= MAX_ITEMS || split_at(optarg, ':', &assets[n_assets]) != 0)
 				return cli_usage_error(
-				    session_usage, "session",
+				    cli_help_session, "session",
 				    "--asset wants HOST_PATH:SANDBOX_PATH (at most %d), got '%s'",
 				    MAX_ITEMS, optarg);
 			n_assets++;
@@ -174,18 +161,19 @@ int cmd_session(const cli_globals *g, int argc, char **argv)
 			json = 1;
 			break;
 		default:
-			return cli_usage_error(session_usage, "session", "unknown option '%s'",
+			return cli_usage_error(cli_help_session, "session", "unknown option '%s'",
 					       argv[optind - 1]);
 		}
 	}
 	if (optind != argc)
-		return cli_usage_error(session_usage, "session", "unexpected argument '%s'",
+		return cli_usage_error(cli_help_session, "session", "unexpected argument '%s'",
 				       argv[optind]);
 	int listing = strcmp(op, "ls") == 0;
 	if (listing && (user || session))
-		return cli_usage_error(session_usage, "session", "ls takes no --user or --session");
+		return cli_usage_error(cli_help_session, "session",
+				       "ls takes no --user or --session");
 	if (!listing && (!user || !session))
-		return cli_usage_error(session_usage, "session", "%s needs --user and --session",
+		return cli_usage_error(cli_help_session, "session", "%s needs --user and --session",
 				       op);
 	o.env = env;
 	sbx_host *h = NULL;

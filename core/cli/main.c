@@ -7,27 +7,6 @@
 
 #include "cli.h"
 
-static const char usage_text[] =
-    "usage: sbx [--registry FILE] [--config FILE] COMMAND [ARGS...]\n"
-    "\n"
-    "commands:\n"
-    "  plugins       list sandbox types: alias, path, ABI, state, why one is faulty\n"
-    "  config check  validate a config file and show its data sources\n"
-    "  create        create a sandbox and print its id\n"
-    "  exec          run a command in a sandbox (exit status is the command's); --detach\n"
-    "                starts it as a background job and prints the job's id\n"
-    "  job           ls, status, logs, wait, kill background jobs\n"
-    "  rm            delete sandboxes\n"
-    "  pause, resume, status   sandbox lifecycle\n"
-    "  file          read, write, ls, stat, mkdir, rm files in a sandbox\n"
-    "  ls            list sandboxes in the ledger\n"
-    "  gc            delete sandboxes whose owner died or whose TTL passed\n"
-    "  rollout       run a JSONL file of tasks, one sandbox per task\n"
-    "  session       start, pause, end, show sessions: (user, session) -> sandbox\n"
-    "\n"
-    "Run 'sbx COMMAND --help' for a command's options. Exit codes: 2 usage or bad input,\n"
-    "124 timeout, 125 sbx or backend failure; exec returns the command's own status.\n";
-
 int cli_exit_for(int status)
 {
 	switch (status) {
@@ -41,10 +20,32 @@ int cli_exit_for(int status)
 	return CLI_INFRA;
 }
 
+int cli_json_errors;
+
+/* One line, one prefix: "sbx: [cmd: ]message", or the JSON error object. */
+void cli_report(const char *cmd, const char *status, const char *msg)
+{
+	if (strncmp(msg, "sbx: ", 5) == 0)
+		msg += 5;
+	size_t cl = cmd ? strlen(cmd) : 0;
+	if (cmd && strncmp(msg, cmd, cl) == 0 && msg[cl] == ':')
+		cmd = NULL;
+	if (cli_json_errors) {
+		char full[2200];
+		snprintf(full, sizeof(full), "%s%s%s", cmd ? cmd : "", cmd ? ": " : "", msg);
+		json_t *e = json_pack("{s:{s:s,s:o}}", "error", "status", status, "message",
+				      cli_json_bytes(full, strlen(full)));
+		cli_print_json(e);
+		json_decref(e);
+		return;
+	}
+	fprintf(stderr, "sbx: %s%s%s\n", cmd ? cmd : "", cmd ? ": " : "", cli_msg(msg));
+}
+
 int cli_fail(const char *cmd, int status, const sbx_error *err)
 {
 	const char *msg = err && err->message[0] ? err->message : sbx_status_message(status);
-	fprintf(stderr, "sbx: %s: %s\n", cmd, cli_msg(msg));
+	cli_report(cmd, sbx_status_name(status), msg);
 	return cli_exit_for(status);
 }
 
@@ -55,7 +56,9 @@ int cli_usage_error(const char *usage, const char *cmd, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "sbx: %s: %s\n%s", cmd, cli_msg(msg), usage);
+	cli_report(strcmp(cmd, "sbx") == 0 ? NULL : cmd, "SBX_E_INVAL", msg);
+	if (!cli_json_errors)
+		fputs(usage, stderr);
 	return CLI_USAGE;
 }
 
@@ -68,7 +71,7 @@ int cli_open_host(const cli_globals *g, sbx_host **out)
 	sbx_error err = {0};
 	int rc = sbx_host_new(&o, out, &err);
 	if (rc != SBX_OK)
-		return cli_fail("host", rc, &err);
+		return cli_fail(NULL, rc, &err); /* its messages name their subject */
 	return CLI_OK;
 }
 
@@ -204,6 +207,32 @@ static int take_file_option(char **argv, int argc, int *i, cli_globals *g)
 	return 0;
 }
 
+/* -v/--verbose (info; twice: debug) and --log-level LEVEL set $SBX_LOG for this run. Returns
+ * 1 when argv[*i] was one of them, 0 when not, -1 for a missing or unknown level. */
+static int take_log_option(char **argv, int argc, int *i)
+{
+	const char *a = argv[*i], *level = NULL;
+	if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+		const char *cur = getenv("SBX_LOG");
+		level = cur && strcmp(cur, "info") == 0 ? "debug" : "info";
+	} else if (strcmp(a, "-vv") == 0) {
+		level = "debug";
+	} else if (strncmp(a, "--log-level=", 12) == 0) {
+		level = a + 12;
+	} else if (strcmp(a, "--log-level") == 0) {
+		if (*i + 1 >= argc)
+			return -1;
+		level = argv[++*i];
+	} else {
+		return 0;
+	}
+	static const char *const names[] = {"error", "warn", "info", "debug"};
+	for (size_t k = 0; k < 4; k++)
+		if (strcmp(level, names[k]) == 0)
+			return setenv("SBX_LOG", level, 1) == 0 ? 1 : -1;
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	cli_globals g = {.registry = NULL, .config = getenv("SBX_CONFIG")};
@@ -211,7 +240,7 @@ int main(int argc, char **argv)
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			fputs(usage_text, stdout);
+			fputs(cli_help_main, stdout);
 			return CLI_OK;
 		}
 		if (strcmp(a, "--version") == 0) {
@@ -219,14 +248,20 @@ int main(int argc, char **argv)
 			       SBX_ABI_MINOR);
 			return CLI_OK;
 		}
+		int lv = take_log_option(argv, argc, &i);
+		if (lv < 0)
+			return cli_usage_error(cli_help_main, "sbx",
+					       "%s needs a level: error, warn, info or debug", a);
+		if (lv > 0)
+			continue;
 		int r = take_file_option(argv, argc, &i, &g);
 		if (r < 0)
-			return cli_usage_error(usage_text, "sbx", "%s needs a FILE argument", a);
+			return cli_usage_error(cli_help_main, "sbx", "%s needs a FILE argument", a);
 		if (r == 0)
-			return cli_usage_error(usage_text, "sbx", "unknown option '%s'", a);
+			return cli_usage_error(cli_help_main, "sbx", "unknown option '%s'", a);
 	}
 	if (i >= argc)
-		return cli_usage_error(usage_text, "sbx", "no command given");
+		return cli_usage_error(cli_help_main, "sbx", "no command given");
 	const char *cmd = argv[i];
 	int sub_argc = argc - i;
 	char **sub_argv = argv + i;
@@ -242,13 +277,19 @@ int main(int argc, char **argv)
 		}
 		int took = take_file_option(sub_argv, sub_argc, &r, &g);
 		if (took < 0)
-			return cli_usage_error(usage_text, cmd, "%s needs a FILE argument", a);
+			return cli_usage_error(cli_help_main, cmd, "%s needs a FILE argument", a);
 		if (took > 0)
 			continue;
 		sub_argv[w++] = sub_argv[r];
 	}
 	sub_argc = w;
 	sub_argv[w] = NULL;
+	for (int r = 1; r < sub_argc; r++) {
+		if (strcmp(sub_argv[r], "--") == 0 || strcmp(sub_argv[r], "-c") == 0)
+			break;
+		if (strcmp(sub_argv[r], "--json") == 0)
+			cli_json_errors = 1;
+	}
 	static const struct {
 		const char *name;
 		int (*fn)(const cli_globals *, int, char **);
@@ -271,5 +312,5 @@ int main(int argc, char **argv)
 	for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++)
 		if (strcmp(cmd, table[t].name) == 0)
 			return table[t].fn(&g, sub_argc, sub_argv);
-	return cli_usage_error(usage_text, "sbx", "unknown command '%s'", cmd);
+	return cli_usage_error(cli_help_main, "sbx", "unknown command '%s'", cmd);
 }

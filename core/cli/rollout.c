@@ -13,39 +13,6 @@
 
 #include "cli.h"
 
-static const char rollout_usage[] =
-    "usage: sbx rollout [--config FILE] [--output RESULTS.jsonl] [--concurrency N]\n"
-    "                   [--wait SECONDS] [--resume] TASKS.jsonl\n"
-    "Runs each task of TASKS (JSONL, '-' for stdin) in its own sandbox: create, write its\n"
-    "files, run its commands in order (all of them, whatever their exit codes), delete the\n"
-    "sandbox, on every path. A task line is an object with:\n"
-    "  id           string or integer, unique in the file (required)\n"
-    "  commands     list of shell strings, or objects {cmd | argv, timeout, cwd, env}\n"
-    "  data_source  name or index of a configured data source (default: the data_source block)\n"
-    "  image        image for the sandbox (also read from metadata.docker_image)\n"
-    "  files        {path: content} written before the first command\n"
-    "  timeout      seconds for each command (default: the data source's timeout)\n"
-    "The whole file is checked before anything runs (unknown keys and data sources too);\n"
-    "errors name FILE:LINE.\n"
-    "  --output FILE     results, one JSON line per task as it finishes (default stdout):\n"
-    "                    id, data_source, sandbox_id, ok, infra_error {stage, status,\n"
-    "                    message} (null unless sbx or the backend failed), commands (each\n"
-    "                    with the fields of 'sbx exec --json' and its command; the per-call\n"
-    "                    files go with the sandbox, so their paths are null), timings {queued,\n"
-    "                    create, total} in seconds\n"
-    "  --resume          with --output: keep the results already in FILE for tasks that\n"
-    "                    finished (dropping interrupted ones and torn lines), skip those\n"
-    "                    tasks, and append the results of the others\n"
-    "  --concurrency N   worker threads (default 8). Each data source's caps still hold\n"
-    "                    (max_concurrency, max_starting, create_rate, across every\n"
-    "                    process of the state dir): a create past one waits for a place\n"
-    "  --wait SECONDS    how long a task's create may wait for that place (default 600);\n"
-    "                    past it the task fails with SBX_E_LIMIT\n"
-    "Progress goes to stderr when it is a terminal, then a summary line. An interrupt\n"
-    "(SIGINT/SIGTERM) starts no new task or command and deletes the running tasks'\n"
-    "sandboxes; a second one aborts. Exit status 0 when no task met an infrastructure\n"
-    "error, 1 otherwise, 130 when interrupted, 2 for bad input.\n";
-
 typedef struct task {
 	json_t *spec;
 	json_t *result;
@@ -186,6 +153,27 @@ static int create_queued(rollout *ro, const sbx_create_opts *co, char id[SBX_ID_
 		       pthread_cond_timedwait(&ro->freed, &ro->lock, &ts) == 0)
 			;
 	}
+}
+
+/* Progress after each finished task (under the lock). On a terminal one line rewritten in
+ * place: done/total, in flight, failures, rate and ETA. Elsewhere (a log file, CI) the same
+ * facts as plain lines, at every tenth of the tasks. */
+static void progress(rollout *ro)
+{
+	double elapsed = now() - ro->started;
+	double rate = elapsed > 0 ? (double)ro->done / elapsed : 0;
+	size_t step = ro->n >= 10 ? ro->n / 10 : 1;
+	if (!ro->progress && ro->done % step != 0 && ro->done != ro->n)
+		return;
+	char eta[32] = "-";
+	if (rate > 0 && ro->done < ro->n)
+		snprintf(eta, sizeof(eta), "%.0fs", (double)(ro->n - ro->done) / rate);
+	fprintf(
+	    stderr,
+	    "%srollout: %zu/%zu done, %zu in flight, %zu failed, %zu infra errors, %.1f tasks/s, "
+	    "ETA %s%s",
+	    ro->progress ? "\r\033[K" : "", ro->done, ro->n, ro->next - ro->done, ro->failed,
+	    ro->infra, rate, eta, ro->progress ? "" : "\n");
 }
 
 /* Says once, on stderr, that descriptors limit the rollout (`why`: what was seen). Under the
@@ -445,9 +433,7 @@ static int run_task(rollout *ro, task *t)
 	}
 	json_decref(res);
 	t->result = NULL;
-	if (ro->progress)
-		fprintf(stderr, "\rrollout: %zu/%zu done, %zu ok, %zu failed, %zu infra errors",
-			ro->done, ro->n, ro->ok, ro->failed, ro->infra);
+	progress(ro);
 	pthread_mutex_unlock(&ro->lock);
 	return 0;
 }
@@ -700,7 +686,7 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			fputs(rollout_usage, stdout);
+			fputs(cli_help_rollout, stdout);
 			return CLI_OK;
 		} else if (strcmp(a, "--output") == 0 && i + 1 < argc) {
 			output = argv[++i];
@@ -712,27 +698,27 @@ int cmd_rollout(const cli_globals *g, int argc, char **argv)
 			char *end = NULL;
 			conc = strtol(argv[++i], &end, 10);
 			if (*end || conc < 1 || conc > 4096)
-				return cli_usage_error(rollout_usage, "rollout",
+				return cli_usage_error(cli_help_rollout, "rollout",
 						       "--concurrency wants 1..4096, got '%s'",
 						       argv[i]);
 		} else if (strcmp(a, "--wait") == 0 && i + 1 < argc) {
 			wait = cli_parse_seconds(argv[++i]);
 			if (wait < 0)
-				return cli_usage_error(rollout_usage, "rollout",
+				return cli_usage_error(cli_help_rollout, "rollout",
 						       "--wait wants seconds, got '%s'", argv[i]);
 		} else if (a[0] == '-' && a[1]) {
-			return cli_usage_error(rollout_usage, "rollout", "bad option '%s'", a);
+			return cli_usage_error(cli_help_rollout, "rollout", "bad option '%s'", a);
 		} else if (!tasks_path) {
 			tasks_path = a;
 		} else {
-			return cli_usage_error(rollout_usage, "rollout", "unexpected argument '%s'",
-					       a);
+			return cli_usage_error(cli_help_rollout, "rollout",
+					       "unexpected argument '%s'", a);
 		}
 	}
 	if (!tasks_path)
-		return cli_usage_error(rollout_usage, "rollout", "missing TASKS.jsonl");
+		return cli_usage_error(cli_help_rollout, "rollout", "missing TASKS.jsonl");
 	if (resume && !output)
-		return cli_usage_error(rollout_usage, "rollout", "--resume needs --output FILE");
+		return cli_usage_error(cli_help_rollout, "rollout", "--resume needs --output FILE");
 	FILE *in = strcmp(tasks_path, "-") == 0 ? stdin : fopen(tasks_path, "r");
 	if (!in) {
 		fprintf(stderr, "sbx: rollout: cannot open %s: %s\n", tasks_path, strerror(errno));

@@ -125,9 +125,14 @@ static json_t *create_body(docker_state *st, const sbx_create_spec *spec, const 
 		goto fail;
 	if (st->cap_drop && json_object_set(hc, "CapDrop", st->cap_drop))
 		goto fail;
-	/* A read-only root still needs somewhere for stdin files and the commands' own temp. */
+	/* A read-only root still needs a writable /tmp for stdin files and the commands' own
+	 * temp. An anonymous volume (removed with the container: destroy passes v=true) rather
+	 * than a tmpfs: Docker's archive endpoint works on the container's file system as seen
+	 * from the host, where a tmpfs does not show, and refuses uploads to a read-only root
+	 * outside volumes ("container rootfs is marked read-only"). */
 	if (st->set.read_only &&
-	    json_object_set_new(hc, "Tmpfs", json_pack("{ss}", "/tmp", "mode=1777")))
+	    json_object_set_new(hc, "Mounts",
+				json_pack("[{ssss}]", "Type", "volume", "Target", "/tmp")))
 		goto fail;
 	/* "o" hands each reference to the new object, on failure too. */
 	body = json_pack("{s:s,s:o,s:[],s:o,s:o,s:s,s:o,s:b,s:b}", "Image", image, "Entrypoint", ep,

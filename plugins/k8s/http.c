@@ -7,6 +7,7 @@
 #include <sbx/support/http.h>
 #include <sbx/support/json.h>
 
+#include "credential.h"
 #include "http.h"
 
 /* 200 ms doubled to 5 s, a Retry-After up to 30 s, up to half again at random. */
@@ -73,6 +74,49 @@ static char *read_token_file(const char *path)
 	return tok;
 }
 
+static void wipe(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		sbxs_host->free(s);
+	}
+}
+
+/* Appends "Authorization: Bearer <tok>" to *headers. */
+static int add_bearer(const char *tok, struct curl_slist **headers, sbx_error *err)
+{
+	sbxs_buf h = {0};
+	int rc = sbxs_buf_addf(&h, "Authorization: Bearer %s", tok);
+	struct curl_slist *l = rc == SBX_OK ? curl_slist_append(*headers, h.data) : NULL;
+	sbxs_buf_wipe(&h);
+	if (!l)
+		return sbxs_nomem(err, K8S_ALIAS, "request");
+	*headers = l;
+	return SBX_OK;
+}
+
+/* The exec credential plugin's token or client certificate. */
+static int exec_credential(const k8s_conn *conn, CURL *easy, struct curl_slist **headers,
+			   sbx_error *err)
+{
+	char *tok = NULL, *cert = NULL, *key = NULL;
+	int rc = k8s_cred_get(conn->cred, &tok, &cert, &key, err);
+	if (rc == SBX_OK && cert && key) {
+		struct curl_blob cb = {.data = cert, .len = strlen(cert), .flags = CURL_BLOB_COPY};
+		struct curl_blob kb = {.data = key, .len = strlen(key), .flags = CURL_BLOB_COPY};
+		curl_easy_setopt(easy, CURLOPT_SSLCERT_BLOB, &cb);
+		curl_easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM");
+		curl_easy_setopt(easy, CURLOPT_SSLKEY_BLOB, &kb);
+		curl_easy_setopt(easy, CURLOPT_SSLKEYTYPE, "PEM");
+	}
+	if (rc == SBX_OK && tok)
+		rc = add_bearer(tok, headers, err);
+	wipe(tok);
+	wipe(cert);
+	wipe(key);
+	return rc;
+}
+
 int k8s_conn_setup(const k8s_conn *conn, CURL *easy, struct curl_slist **headers, sbx_error *err)
 {
 	int https = strncmp(conn->server, "https://", 8) == 0;
@@ -103,21 +147,16 @@ int k8s_conn_setup(const k8s_conn *conn, CURL *easy, struct curl_slist **headers
 	/* Credentials only travel over TLS, as clientcmd does. */
 	if (!https)
 		return SBX_OK;
+	if (conn->cred)
+		return exec_credential(conn, easy, headers, err);
 	char *tok = conn->token_file ? read_token_file(conn->token_file) : NULL;
 	if (!tok && conn->token)
 		tok = sbxs_strdup(conn->token);
 	if (!tok)
 		return SBX_OK;
-	sbxs_buf h = {0};
-	int rc = sbxs_buf_addf(&h, "Authorization: Bearer %s", tok);
-	explicit_bzero(tok, strlen(tok));
-	sbxs_host->free(tok);
-	struct curl_slist *l = rc == SBX_OK ? curl_slist_append(*headers, h.data) : NULL;
-	sbxs_buf_wipe(&h);
-	if (!l)
-		return sbxs_nomem(err, K8S_ALIAS, "request");
-	*headers = l;
-	return SBX_OK;
+	int rc = add_bearer(tok, headers, err);
+	wipe(tok);
+	return rc;
 }
 
 /* Every attempt takes a token of the bucket and gets the connection's TLS and credentials. */
@@ -126,6 +165,23 @@ static int setup(void *ctx, CURL *easy, struct curl_slist **headers, sbx_error *
 	k8s_state *st = ctx;
 	k8s_bucket_take(st);
 	return k8s_conn_setup(&st->conn, easy, headers, err);
+}
+
+/* One REST call's attempts, and the generation of the exec credential the last one carried
+ * (a concurrent refresh can only make a later expire drop a newer one: one extra run, never
+ * a stale credential). */
+typedef struct attempt {
+	k8s_state *st;
+	unsigned gen;
+} attempt;
+
+static int setup_counted(void *ctx, CURL *easy, struct curl_slist **headers, sbx_error *err)
+{
+	attempt *a = ctx;
+	int rc = setup(a->st, easy, headers, err);
+	if (a->st->conn.cred)
+		a->gen = k8s_cred_generation(a->st->conn.cred);
+	return rc;
 }
 
 static void request_of(k8s_state *st, const char *method, const char *url, const char *what,
@@ -152,8 +208,11 @@ int k8s_request(k8s_state *st, const char *method, const char *path, const char 
 	snprintf(what, sizeof(what), "%s %.100s", method, path);
 	sbxs_retry policy = policy_base;
 	policy.max_retries = (int)st->set.max_retries;
+	attempt a = {.st = st};
 	sbxs_http_req req;
 	request_of(st, method, url, what, &req);
+	req.setup = setup_counted;
+	req.ctx = &a;
 	req.headers = body ? json : plain;
 	req.body = body;
 	req.body_len = body ? strlen(body) : 0;
@@ -162,6 +221,13 @@ int k8s_request(k8s_state *st, const char *method, const char *path, const char 
 	req.retry = &policy;
 	sbxs_http_resp r;
 	int rc = sbxs_http_do(&req, &r, err);
+	if (rc == SBX_OK && r.status == 401 && st->conn.cred) {
+		/* The exec plugin's credential was refused: run it again, once, as client-go
+		 * refreshes it after a 401. */
+		k8s_cred_expire(st->conn.cred, a.gen);
+		sbxs_http_resp_free(&r);
+		rc = sbxs_http_do(&req, &r, err);
+	}
 	sbxs_buf_free(resp);
 	*resp = r.body;
 	if (rc != SBX_OK) {

@@ -16,6 +16,7 @@
 #include <sbx/support/http.h>
 #include <sbx/support/json.h>
 
+#include "credential.h"
 #include "exec.h"
 #include "files.h"
 #include "kubeconfig.h"
@@ -27,7 +28,7 @@
 static const sbxs_conf rows[] = {
     {.key = {.name = "kubeconfig",
 	     .type = SBX_KEY_STRING,
-	     .help = "kubeconfig path (default $KUBECONFIG, then ~/.kube/config)"},
+	     .help = "kubeconfig file (default: the merged $KUBECONFIG list, then ~/.kube/config)"},
      .at = AT(kubeconfig)},
     {.key = {.name = "context",
 	     .type = SBX_KEY_STRING,
@@ -114,24 +115,24 @@ static void k8s_fini(void *state)
 	sbxs_http_fini();
 }
 
-/* The kubeconfig: the key, else the first file of $KUBECONFIG, else ~/.kube/config. */
+/* As kubectl: the key (--kubeconfig), else the merged $KUBECONFIG list, else
+ * ~/.kube/config. */
 static int load_conn(k8s_state *st, char **ctx_ns, sbx_error *err)
 {
 	char path[4096];
 	const char *env = getenv("KUBECONFIG");
 	const char *home = getenv("HOME");
-	int n;
 	if (st->set.in_cluster)
 		return k8s_load_incluster(&st->conn, ctx_ns, err);
-	if (st->set.kubeconfig)
-		n = snprintf(path, sizeof(path), "%s", st->set.kubeconfig);
-	else if (env && *env)
-		n = snprintf(path, sizeof(path), "%.*s", (int)strcspn(env, ":"), env);
-	else
-		n = snprintf(path, sizeof(path), "%s/.kube/config", home ? home : "");
+	if (st->set.kubeconfig && *st->set.kubeconfig)
+		return k8s_load_kubeconfig(&st->conn, st->set.kubeconfig, 0, st->set.context,
+					   ctx_ns, err);
+	if (env && *env)
+		return k8s_load_kubeconfig(&st->conn, env, 1, st->set.context, ctx_ns, err);
+	int n = snprintf(path, sizeof(path), "%s/.kube/config", home ? home : "");
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return sbxs_host->set_error(err, SBX_E_CONFIG, "k8s: kubeconfig path too long");
-	return k8s_load_kubeconfig(&st->conn, path, st->set.context, ctx_ns, err);
+	return k8s_load_kubeconfig(&st->conn, path, 0, st->set.context, ctx_ns, err);
 }
 
 static int k8s_init(const sbx_config *cfg, void **state, sbx_error *err)
@@ -171,10 +172,20 @@ out:
 static int k8s_info(void *state, char **json, sbx_error *err)
 {
 	k8s_state *st = state;
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f,s:i}", "server", st->conn.server, "namespace",
-			      st->ns, "exec", st->force_v4 ? "websocket v4" : "websocket v5, v4",
-			      "websocket", "hand-written RFC 6455 over libcurl CONNECT_ONLY", "qps",
-			      st->set.qps, "burst", (int)st->set.burst);
+	const k8s_conn *c = &st->conn;
+	json_t *j = json_pack(
+	    "{s:s,s:s,s:s,s:s,s:f,s:i,s:s?,s:s?,s:s?,s:s,s:s}", "server", c->server, "namespace",
+	    st->ns, "exec", st->force_v4 ? "websocket v4" : "websocket v5, v4", "websocket",
+	    "hand-written RFC 6455 over libcurl CONNECT_ONLY", "qps", st->set.qps, "burst",
+	    (int)st->set.burst, "context", c->context, "cluster", c->cluster, "user", c->user,
+	    "auth", c->auth ? c->auth : "none", "ca_sha256", c->ca_sha256);
+	if (j &&
+	    ((c->cred &&
+	      json_object_set_new(j, "credential_runs", json_integer(k8s_cred_runs(c->cred)))) ||
+	     (c->token_file && json_object_set_new(j, "token_file", json_string(c->token_file))))) {
+		json_decref(j);
+		j = NULL;
+	}
 	int rc = sbxs_json_info(j, K8S_ALIAS, json, err);
 	json_decref(j);
 	return rc;

@@ -10,6 +10,9 @@
 #define K8S_ALIAS     "k8s"
 #define K8S_CONTAINER "sandbox"
 
+/* An exec credential plugin and its cached credential (credential.c). */
+typedef struct k8s_cred k8s_cred;
+
 /* Connection settings shared by REST and exec handles (host memory). */
 typedef struct k8s_conn {
 	char *server; /* https://host:port, no trailing slash */
@@ -22,6 +25,11 @@ typedef struct k8s_conn {
 	char *token;      /* bearer token (secret), NULL: none */
 	char *token_file; /* re-read on every request when set */
 	int insecure;     /* insecure-skip-tls-verify */
+	k8s_cred *cred;   /* exec credential plugin, used when none of the above is set */
+	/* What was resolved, for `info` (no secrets). */
+	char *context, *cluster, *user;
+	const char *auth;   /* token, tokenFile, client-certificate, exec or none */
+	char ca_sha256[65]; /* of the CA bytes, "" when the system store is used */
 } k8s_conn;
 
 /* Values of the config keys (strings borrowed from the host until fini). */

@@ -1,5 +1,6 @@
 /* The docker backend through the public embedding API (libsbx, the build-tree registry and
- * tests/docker/docker.yaml), against the Podman service of the docker_engine fixture. */
+ * tests/docker/docker.yaml), against the engine of a docker_<engine> fixture (Podman or
+ * Docker Engine). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

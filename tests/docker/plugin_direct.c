@@ -1,6 +1,6 @@
 /* The docker plugin driven directly: dlopen()s build/plugins/sbx-docker.so and stands in for
- * the host with a minimal sbx_host_api, against the Podman service of the docker_engine
- * fixture (DOCKER_HOST). These pin the plugin's own behaviour (frames, timeouts, files,
+ * the host with a minimal sbx_host_api, against the engine of a docker_<engine> fixture
+ * (DOCKER_HOST: Podman or Docker Engine). These pin the plugin's own behaviour (frames, timeouts, files,
  * lifecycle); tests/docker/docker.yaml runs the shared conformance suite through libsbx. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -195,8 +195,25 @@ static void setup(void)
 	load(NULL);
 }
 
+/* Containers this test made and has not dropped: a failed assertion ends the test before its
+ * drop(), so the suite's fini removes them. */
+static char made[8][SBX_ID_MAX];
+
+static void forget(const char *id)
+{
+	for (size_t i = 0; i < sizeof(made) / sizeof(made[0]); i++)
+		if (strcmp(made[i], id) == 0)
+			made[i][0] = '\0';
+}
+
 static void teardown(void)
 {
+	fail_after = -1;
+	for (size_t i = 0; state && i < sizeof(made) / sizeof(made[0]); i++)
+		if (made[i][0]) {
+			desc.destroy(state, made[i], NULL);
+			made[i][0] = '\0';
+		}
 	if (state)
 		desc.fini(state);
 	state = NULL;
@@ -228,17 +245,27 @@ static int sink_fn(void *ctx, uint32_t stream, const void *data, size_t len)
 
 static void make(const char *run_label, char *id, size_t cap)
 {
-	sbx_kv labels[] = {{"sbx.owner", "docker-test"}, {"sbx.run", run_label}};
-	sbx_create_spec spec = {.labels = labels, .n_labels = 2, .data_source = "tests"};
+	const char *tree = getenv("SBX_TEST_TREE");
+	sbx_kv labels[] = {{"sbx.owner", "docker-test"},
+			   {"sbx.run", run_label},
+			   {"sbx.test-tree", tree ? tree : ""}};
+	sbx_create_spec spec = {.labels = labels, .n_labels = 3, .data_source = "tests"};
 	SBX_INIT_HEADER(spec);
 	sbx_error err = {0};
 	cr_assert_eq(desc.create(state, &spec, id, cap, &err), SBX_OK, "create: %s", err.message);
+	for (size_t i = 0; i < sizeof(made) / sizeof(made[0]); i++)
+		if (!made[i][0]) {
+			snprintf(made[i], sizeof(made[i]), "%s", id);
+			return;
+		}
+	cr_assert_fail("more than %zu containers in one test", sizeof(made) / sizeof(made[0]));
 }
 
 static void drop(const char *id)
 {
 	sbx_error err = {0};
 	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "destroy: %s", err.message);
+	forget(id);
 }
 
 static int run(const char *id, const char *shell, const char *const *argv, const char *in,
@@ -309,9 +336,67 @@ Test(docker_plugin, stdin_bytes_reach_the_command_and_default_is_empty)
 	run(id, "cat; echo done", NULL, NULL, 0, 0, &s, &out);
 	cr_assert_eq(s.out_len, 5);
 	cr_assert_arr_eq(s.out, "done\n", 5);
-	/* The stdin file is gone once the command has started. */
+	/* Given but empty: end of file at once, not /dev/null's stand-in. */
+	run(id, "wc -c; ls -l /proc/self/fd/0 | grep -c /dev/null", NULL, "", 0, 0, &s, &out);
+	cr_assert_eq(s.out_len, 4, "%.*s", (int)s.out_len, s.out);
+	cr_assert_arr_eq(s.out, "0\n0\n", 4);
+	/* Nothing is left in the container's file system for stdin. */
 	run(id, "ls -a /tmp | grep -c sbx-stdin", NULL, NULL, 0, 0, &s, &out);
 	cr_assert_eq(out.exit_code, 1);
+	drop(id);
+}
+
+/* stdin and output flow at once: a command that writes more than the stream's buffers before
+ * it reads would deadlock a sender that writes all stdin first. */
+Test(docker_plugin, large_stdin_flows_while_output_is_read)
+{
+	char id[SBX_ID_MAX];
+	sink s;
+	sbx_exec_outcome out;
+	size_t n = 3 << 20;
+	char *in = malloc(n);
+	cr_assert(in);
+	for (size_t i = 0; i < n; i++)
+		in[i] = (char)(i * 7 + (i >> 11));
+	make("t-stdin-big", id, sizeof(id));
+	run(id, "head -c 2000000 /dev/zero; wc -c >&2", NULL, in, n, 0, &s, &out);
+	cr_assert_eq(out.exit_code, 0);
+	cr_assert_eq(s.total, 2000000 + 8);
+	cr_assert_eq(s.err_len, 8, "%.*s", (int)s.err_len, s.err);
+	cr_assert_arr_eq(s.err, "3145728\n", 8);
+	/* Every byte arrives, in order. */
+	run(id, "cat", NULL, in, n, 0, &s, &out);
+	cr_assert_eq(s.total, n);
+	cr_assert_arr_eq(s.out, in, sizeof(s.out));
+	free(in);
+	drop(id);
+}
+
+/* A command that ends without reading its stdin returns at once with its own exit code; one
+ * that never reads it still times out. */
+Test(docker_plugin, unread_stdin_neither_blocks_nor_outlives_the_command)
+{
+	char id[SBX_ID_MAX];
+	sink s;
+	sbx_exec_outcome out;
+	size_t n = 8 << 20;
+	char *in = calloc(1, n);
+	cr_assert(in);
+	make("t-stdin-unread", id, sizeof(id));
+	run(id, "exit 4", NULL, in, n, 60000, &s, &out);
+	cr_assert_eq(out.timed_out, 0);
+	cr_assert_eq(out.exit_code, 4);
+	run(id, "head -c 5 >/dev/null; echo read5", NULL, in, n, 60000, &s, &out);
+	cr_assert_eq(out.timed_out, 0);
+	cr_assert_eq(out.exit_code, 0);
+	cr_assert_eq(s.out_len, 6);
+	cr_assert_arr_eq(s.out, "read5\n", 6);
+	run(id, "sleep 600", NULL, in, n, 1000, &s, &out);
+	cr_assert_eq(out.timed_out, 1);
+	run(id, "ps -o args | grep -c '^sleep 600'", NULL, NULL, 0, 0, &s, &out);
+	cr_assert_eq(s.out_len, 2, "%.*s", (int)s.out_len, s.out);
+	cr_assert_arr_eq(s.out, "0\n", 2);
+	free(in);
 	drop(id);
 }
 
@@ -541,6 +626,14 @@ Test(docker_plugin, info_names_the_negotiated_api_version)
 	cr_assert(j);
 	cr_assert(json_is_true(json_object_get(j, "reachable")), "%s", json);
 	cr_assert_str_eq(json_string_value(json_object_get(j, "api_version")), "1.41");
+	/* The engine under test, as its /_ping Server header names it. */
+	const char *engine = json_string_value(json_object_get(j, "engine"));
+	const char *want = getenv("SBX_TEST_ENGINE");
+	cr_assert(engine, "%s", json);
+	if (want && strcmp(want, "dockerd") == 0)
+		cr_assert(strncmp(engine, "Docker/20.10.", 13) == 0, "%s", engine);
+	else if (want && strcmp(want, "podman") == 0)
+		cr_assert(strncmp(engine, "Libpod/", 7) == 0, "%s", engine);
 	json_decref(j);
 	free(json);
 }
@@ -655,10 +748,36 @@ Test(docker_plugin, read_only_network_none_and_dropped_caps_apply)
 	make("t-limits", id, sizeof(id));
 	run(id, "touch /work/x", NULL, NULL, 0, 0, &s, &out);
 	cr_assert_neq(out.exit_code, 0, "the root fs is writable");
+	/* stdin needs no writable file system (Docker refuses archive uploads to a read-only
+	 * root, even below a tmpfs). */
+	run(id, "cat", NULL, "in", 2, 0, &s, &out);
+	cr_assert_eq(out.exit_code, 0, "%.*s", (int)s.err_len, s.err);
+	cr_assert_eq(s.out_len, 2);
+	cr_assert_arr_eq(s.out, "in", 2);
 	run(id, "cat >/tmp/x && cat /tmp/x", NULL, "in", 2, 0, &s, &out);
 	cr_assert_eq(out.exit_code, 0, "%.*s", (int)s.err_len, s.err);
 	cr_assert_eq(s.out_len, 2);
 	cr_assert_arr_eq(s.out, "in", 2);
+	/* Files go to the tmpfs on either engine (Docker refuses archive uploads to a read-only
+	 * root even below a tmpfs; the plugin then writes through an exec), and not to the
+	 * read-only root. */
+	sbx_error err = {0};
+	cr_assert_eq(desc.write_file(state, id, "/tmp/sub/w", "data", 4, 0640, &err), SBX_OK, "%s",
+		     err.message);
+	void *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(desc.read_file(state, id, "/tmp/sub/w", &data, &len, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(len, 4);
+	cr_assert_arr_eq(data, "data", 4);
+	free(data);
+	sbx_file_info fi;
+	cr_assert_eq(desc.stat_file(state, id, "/tmp/sub/w", &fi, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(fi.mode & 07777, 0640, "%o", fi.mode);
+	cr_assert_eq(fi.size, 4);
+	cr_assert_eq(desc.write_file(state, id, "/work/x", "data", 4, 0, &err), SBX_E_IO, "%s",
+		     err.message);
+	cr_assert(strstr(err.message, "/work/x"), "%s", err.message);
 	/* Only the loopback interface: lines of /proc/net/dev after its two header lines. */
 	run(id, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", NULL, NULL, 0, 0, &s, &out);
 	cr_assert_eq(s.out_len, 3, "%.*s", (int)s.out_len, s.out);
@@ -767,4 +886,16 @@ Test(docker_plugin, symlinks_out_of_the_work_dir_and_missing_cwd_are_refused)
 	req.cwd = "uplink";
 	cr_assert_eq(desc.execute(state, id, &req, &out, &err), SBX_E_PATH, "%s", err.message);
 	drop(id);
+}
+
+/* Not part of the suite: run alone with SBX_DOCKER_TEST_FAIL=1 by the
+ * docker_*_failed_case_leaves_nothing test, it makes a container and fails before its drop();
+ * the suite's fini must remove the container all the same. */
+Test(docker_plugin, deliberate_failure)
+{
+	if (!getenv("SBX_DOCKER_TEST_FAIL"))
+		cr_skip_test("only with SBX_DOCKER_TEST_FAIL=1");
+	char id[SBX_ID_MAX];
+	make("t-deliberate", id, sizeof(id));
+	cr_assert_fail("deliberate failure after creating %s", id);
 }

@@ -1,5 +1,5 @@
 """Ids that stand alone on docker: a sandbox created with a non-default engine `host` (the
-Podman service of the docker_engine fixture, DOCKER_HOST unset) is exec'd, removed and gc'd
+engine of the docker_<engine> fixture, DOCKER_HOST unset) is exec'd, removed and gc'd
 by id alone from an `sbx` that has no config; the recorded config holds the host."""
 import json
 import os

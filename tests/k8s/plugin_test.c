@@ -506,6 +506,202 @@ Test(k8s, auth_token_file_named_context_and_in_cluster)
 	desc.fini(st);
 }
 
+/* Lines in a file (runs of the exec credential script). */
+static int count_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	int n = 0, ch;
+	while ((ch = fgetc(f)) != EOF)
+		n += ch == '\n';
+	fclose(f);
+	return n;
+}
+
+/* A folder with a kubeconfig whose user `u` runs `command`, by default
+ * tests/k8s/exec_credential.py through a relative path (it resolves against the kubeconfig's
+ * folder), with `mode`, `expiry` and `extra` exec keys; its log is DIR/log. */
+static void exec_kubeconfig(char *dir, size_t cap, const char *name, const char *mode,
+			    const char *expiry, const char *extra, const char *command)
+{
+	char path[1400], user[4096], tok[1100];
+	snprintf(dir, cap, "%s/%s-%d", standin, name, (int)getpid());
+	mkdir(dir, 0700);
+	snprintf(path, sizeof(path), "%s/cred.py", dir);
+	unlink(path);
+	cr_assert_eq(symlink(K8S_TEST_DIR "/exec_credential.py", path), 0, "%s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/log", dir);
+	unlink(path);
+	snprintf(tok, sizeof(tok), "%s/token", standin);
+	snprintf(user, sizeof(user),
+		 "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+		 "      command: %s\n      args: [--flag, two words]\n      env:\n"
+		 "      - {name: CRED_LOG, value: %s}\n      - {name: CRED_TOKEN_FILE, value: %s}\n"
+		 "      - {name: CRED_MODE, value: %s}\n      - {name: CRED_EXPIRY, value: '%s'}\n"
+		 "%s",
+		 command ? command : "./cred.py", path, tok, mode, expiry,
+		 extra ? extra : "      interactiveMode: Never\n");
+	snprintf(path, sizeof(path), "%s/kubeconfig", dir);
+	write_kubeconfig(path, user);
+}
+
+static void *start_at(const char *dir)
+{
+	static char kc[1400];
+	snprintf(kc, sizeof(kc), "%s/kubeconfig", dir);
+	sbx_config cfg = {.keys = {"kubeconfig", "context"}, .vals = {kc, "mine"}, .n = 2};
+	void *st = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(desc.init(&cfg, &st, &err), SBX_OK, "init: %s", err.message);
+	return st;
+}
+
+static long api_calls(void)
+{
+	return stat_int("requests") + stat_int("execs");
+}
+
+Test(k8s, auth_exec_credential_runs_as_configured_and_is_cached_until_it_expires)
+{
+	char dir[1200], log[1300];
+	exec_kubeconfig(dir, sizeof(dir), "cred-cache", "ok", "3600", NULL, NULL);
+	snprintf(log, sizeof(log), "%s/log", dir);
+	void *st = start_at(dir);
+	cr_assert_eq(count_lines(log), 0, "the plugin runs at the first request, not at init");
+	char id[64];
+	sbx_error err = {0};
+	capture c;
+	sbx_exec_outcome out;
+	cr_assert_eq(create(st, "busybox", id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(run(st, id, "echo hi", NULL, 0, 0, &c, &out, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(c.out, "hi\n");
+	cr_assert_eq(desc.destroy(st, id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(count_lines(log), 1, "an unexpired credential is reused");
+	/* How it ran: argv as given, the configured env, KUBERNETES_EXEC_INFO, no stdin. */
+	json_error_t je;
+	json_t *rec = json_load_file(log, JSON_DISABLE_EOF_CHECK, &je);
+	cr_assert(rec, "%s", je.text);
+	json_t *want =
+	    json_pack("{s:[s,s],s:b,s:s,s:{s:s,s:s,s:{s:b}}}", "argv", "--flag", "two words",
+		      "stdin_tty", 0, "stdin", "", "exec_info", "kind", "ExecCredential",
+		      "apiVersion", "client.authentication.k8s.io/v1", "spec", "interactive", 0);
+	json_object_del(rec, "env");
+	cr_assert(json_equal(rec, want), "%s", json_dumps(rec, 0));
+	json_decref(want);
+	json_decref(rec);
+	char *info = NULL;
+	cr_assert_eq(desc.info(st, &info, &err), SBX_OK);
+	cr_assert(strstr(info, "\"auth\":\"exec\""), "%s", info);
+	cr_assert(strstr(info, "\"credential_runs\":1"), "%s", info);
+	free(info);
+	desc.fini(st);
+
+	/* An expired credential is never reused: one run per API call. */
+	exec_kubeconfig(dir, sizeof(dir), "cred-expired", "ok", "-60", NULL, NULL);
+	snprintf(log, sizeof(log), "%s/log", dir);
+	st = start_at(dir);
+	long before = api_calls();
+	cr_assert_eq(create(st, "busybox", id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(run(st, id, "echo hi", NULL, 0, 0, &c, &out, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(desc.destroy(st, id, &err), SBX_OK, "%s", err.message);
+	long calls = api_calls() - before;
+	cr_assert_geq(calls, 3);
+	cr_assert_eq(count_lines(log), calls);
+	desc.fini(st);
+}
+
+Test(k8s, auth_exec_credential_refused_with_401_is_run_again)
+{
+	char dir[1200], log[1300];
+	exec_kubeconfig(dir, sizeof(dir), "cred-401", "wrong-first", "none", NULL, NULL);
+	snprintf(log, sizeof(log), "%s/log", dir);
+	void *st = start_at(dir);
+	char id[64];
+	sbx_error err = {0};
+	cr_assert_eq(create(st, "busybox", id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(count_lines(log), 2);
+	cr_assert_eq(desc.destroy(st, id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(count_lines(log), 2);
+	desc.fini(st);
+}
+
+Test(k8s, auth_exec_credential_failures_name_the_cause)
+{
+	static const struct {
+		const char *mode, *extra, *command, *want;
+	} cases[] = {
+	    {"fail", NULL, NULL,
+	     "'./cred.py' exited with status 3: credential helper: the cloud said no"},
+	    {"garbage", NULL, NULL, "its output is not a JSON object"},
+	    {"wrong-api", NULL, NULL,
+	     "it returned apiVersion 'client.authentication.k8s.io/v1alpha1', not "
+	     "client.authentication.k8s.io/v1"},
+	    {"no-status", NULL, NULL, "it returned no status"},
+	    {"cert-only", NULL, NULL,
+	     "it returned only one of clientCertificateData and clientKeyData"},
+	    {"ok", "      interactiveMode: Never\n      installHint: install it with apt\n",
+	     "no-such-helper-sbx",
+	     "cannot run 'no-such-helper-sbx': No such file or directory; install it with apt"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char dir[1200], name[32];
+		snprintf(name, sizeof(name), "cred-bad%zu", i);
+		exec_kubeconfig(dir, sizeof(dir), name, cases[i].mode, "none", cases[i].extra,
+				cases[i].command);
+		void *st = start_at(dir);
+		char id[64];
+		sbx_error err = {0};
+		cr_assert_eq(create(st, "busybox", id, &err), SBX_E_CONFIG, "%s: %s", cases[i].mode,
+			     err.message);
+		cr_assert(strstr(err.message, "exec credential plugin for user 'u'"), "%s",
+			  err.message);
+		cr_assert(strstr(err.message, cases[i].want), "%s", err.message);
+		cr_assert_null(strstr(err.message, "second line"), "%s", err.message);
+		desc.fini(st);
+	}
+	/* Refused when the kubeconfig is read. */
+	static const struct {
+		const char *exec, *want;
+	} bad[] = {
+	    {"apiVersion: client.authentication.k8s.io/v1",
+	     "interactiveMode must be specified for u to use exec authentication plugin"},
+	    {"apiVersion: client.authentication.k8s.io/v1beta1, interactiveMode: Sometimes",
+	     "exec interactiveMode 'Sometimes' is not Never, IfAvailable or Always"},
+	    {"apiVersion: client.authentication.k8s.io/v1alpha1, interactiveMode: Never",
+	     "exec apiVersion 'client.authentication.k8s.io/v1alpha1' is not supported"},
+	    {"apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, args: [{a: b}]",
+	     "exec args must be strings and env entries {name, value}"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char dir[1200], kc[1400], user[512];
+		snprintf(dir, sizeof(dir), "%s/cred-refused-%d", standin, (int)getpid());
+		mkdir(dir, 0700);
+		snprintf(kc, sizeof(kc), "%s/kubeconfig", dir);
+		snprintf(user, sizeof(user), "    exec: {command: x, %s}", bad[i].exec);
+		write_kubeconfig(kc, user);
+		sbx_config cfg = {.keys = {"kubeconfig", "context"}, .vals = {kc, "mine"}, .n = 2};
+		void *st = NULL;
+		sbx_error err = {0};
+		cr_assert_eq(desc.init(&cfg, &st, &err), SBX_E_CONFIG, "%s", bad[i].want);
+		cr_assert(strstr(err.message, bad[i].want), "%s", err.message);
+	}
+	/* interactiveMode Always needs a terminal on stdin; the tests run without one. */
+	if (!isatty(0)) {
+		char dir[1200];
+		exec_kubeconfig(dir, sizeof(dir), "cred-always", "ok", "none",
+				"      interactiveMode: Always\n", NULL);
+		void *st = start_at(dir);
+		char id[64];
+		sbx_error err = {0};
+		cr_assert_eq(create(st, "busybox", id, &err), SBX_E_CONFIG);
+		cr_assert(strstr(err.message, "needs interactiveMode Always, but standard input is "
+					      "not a terminal"),
+			  "%s", err.message);
+		desc.fini(st);
+	}
+}
+
 Test(k8s, every_connection_is_http_1_1_when_the_server_offers_h2)
 {
 	/* A second stand-in that offers h2 first in ALPN and drops connections that take it. */

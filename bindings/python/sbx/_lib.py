@@ -1,14 +1,15 @@
 """ctypes mirror of include/sbx/host.h and the loading of libsbx.
 
-The library is found through $SBX_LIBRARY, then beside an installed prefix
-(`<prefix>/lib/libsbx.so`, with prefix from $SBX_PREFIX), then the dynamic loader's search
-path. Every struct starts with the size/version header the C side checks; tests/python/
-test_layout.py pins each one to the C sizes and offsets.
+The library is found through $SBX_LIBRARY, then in an installed prefix ($SBX_PREFIX, this
+interpreter's, /usr/local, /usr), then the dynamic loader's search path. Every struct starts
+with the size/version header the C side checks; tests/python/test_layout.py pins each one to
+the C sizes and offsets.
 """
 import ctypes
 import ctypes.util
 import os
 import sys
+import sysconfig
 
 ABI_MAJOR = 1
 ABI_MINOR = 1
@@ -129,14 +130,20 @@ FILE_KINDS = {1: "file", 2: "dir", 3: "symlink", 4: "other"}
 
 
 def _find_library():
+    """$SBX_LIBRARY, else libsbx.so.0 (what the runtime package ships; libsbx.so only comes
+    with the -dev files) in the lib folders of $SBX_PREFIX, this interpreter's prefixes,
+    /usr/local and /usr (Debian's multiarch folder too), else the dynamic loader's cache."""
     env = os.environ.get("SBX_LIBRARY")
     if env:
         return env
-    prefix = os.environ.get("SBX_PREFIX", sys.prefix)
-    for sub in ("lib", "lib64", "lib/x86_64-linux-gnu"):
-        cand = os.path.join(prefix, sub, "libsbx.so")
-        if os.path.exists(cand):
-            return cand
+    multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
+    prefixes = [os.environ.get("SBX_PREFIX"), sys.prefix, sys.base_prefix, "/usr/local", "/usr"]
+    for prefix in [p for p in prefixes if p]:
+        for sub in ("lib", "lib64", "lib/" + multiarch):
+            for name in ("libsbx.so.0", "libsbx.so"):
+                cand = os.path.join(prefix, sub, name)
+                if os.path.exists(cand):
+                    return cand
     found = ctypes.util.find_library("sbx")
     if found:
         return found

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib
 from .errors import from_status
@@ -145,7 +145,7 @@ class Host:
             raise from_status(rc, err.message.decode("utf-8", "replace"))
         return rc
 
-    def close(self):
+    def close(self) -> None:
         if getattr(self, "_h", None):
             self._L.sbx_host_free(self._h)
             self._h = None
@@ -199,7 +199,7 @@ class Host:
              cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
              timeout: Optional[float] = None, stdin: Optional[bytes] = None,
              user: Optional[str] = None, cancel_token: Optional[str] = None,
-             background: bool = False):
+             background: bool = False) -> Union[ExecResult, Job]:
         """Runs a shell string (bash -c) or an argv list. timeout in seconds; None: the
         config's default; 0: none. With cancel_token the command carries
         SBX_CANCEL_TOKEN=<token> in its environment and cancel(sandbox_id, token) ends it.
@@ -329,7 +329,7 @@ class Host:
     def session_start(self, user_id: str, session_id: str, data_source: Optional[str] = None,
                       *, image: Optional[str] = None,
                       env: Optional[Mapping[str, str]] = None, ttl: int = 0,
-                      assets: Optional[Mapping[str, str]] = None):
+                      assets: Optional[Mapping[str, str]] = None) -> Tuple[str, str]:
         """Starts or reconnects (user_id, session_id); assets map host files to sandbox
         paths. Returns (sandbox id, outcome): created, reused, resumed or recreated."""
         opts = _lib.init_header(_lib.CreateOpts())
@@ -390,13 +390,13 @@ class Sandbox:
         self.host = host
         self.id = sandbox_id
 
-    def exec(self, command, **kw) -> ExecResult:
+    def exec(self, command: Union[str, Sequence[str]], **kw) -> ExecResult:
         return self.host.exec(self.id, command, **kw)
 
     def read_file(self, path: str) -> bytes:
         return self.host.read_file(self.id, path)
 
-    def write_file(self, path: str, data, mode: int = 0) -> None:
+    def write_file(self, path: str, data: Union[bytes, str], mode: int = 0) -> None:
         self.host.write_file(self.id, path, data, mode)
 
     def stat(self, path: str) -> FileEntry:
@@ -444,13 +444,13 @@ class AsyncSandbox:
         self.host = host
         self.id = sandbox_id
 
-    async def exec(self, command, **kw) -> ExecResult:
+    async def exec(self, command: Union[str, Sequence[str]], **kw) -> ExecResult:
         return await self.host.exec(self.id, command, **kw)
 
     async def read_file(self, path: str) -> bytes:
         return await self.host.read_file(self.id, path)
 
-    async def write_file(self, path: str, data, mode: int = 0) -> None:
+    async def write_file(self, path: str, data: Union[bytes, str], mode: int = 0) -> None:
         await self.host.write_file(self.id, path, data, mode)
 
     async def status(self) -> str:
@@ -473,7 +473,8 @@ class AsyncSandbox:
 class AsyncHost:
     """asyncio API: every call runs on a bounded pool, never on the event loop."""
 
-    def __init__(self, config=None, *, max_workers: int = 64, **kwargs):
+    def __init__(self, config: Union[str, os.PathLike, Mapping, None] = None, *,
+                 max_workers: int = 64, **kwargs):
         self.host = Host(config, **kwargs)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                            thread_name_prefix="sbx")
@@ -483,13 +484,14 @@ class AsyncHost:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 
-    async def create(self, *a, **k):
+    async def create(self, *a, **k) -> str:
         return await self._run(self.host.create, *a, **k)
 
-    async def destroy(self, *a, **k):
+    async def destroy(self, *a, **k) -> None:
         return await self._run(self.host.destroy, *a, **k)
 
-    async def exec(self, sandbox_id: str, command, **kw) -> ExecResult:
+    async def exec(self, sandbox_id: str, command: Union[str, Sequence[str]],
+                   **kw) -> Union[ExecResult, AsyncJob]:
         """Host.exec on the pool. Cancelling the await (asyncio.CancelledError, a
         wait_for timeout) kills the command in the sandbox, which frees its worker."""
         if kw.get("background"):
@@ -534,7 +536,8 @@ class AsyncHost:
         """`async with await host.sandbox() as sb:` destroys it when the block ends."""
         return AsyncSandbox(self, await self.create(data_source, **kw))
 
-    async def exec_background(self, sandbox_id: str, command, **kw) -> AsyncJob:
+    async def exec_background(self, sandbox_id: str, command: Union[str, Sequence[str]],
+                              **kw) -> AsyncJob:
         """Starts a background job; its methods are awaitables."""
         kw["background"] = True
         return AsyncJob(self, await self._run(self.host.exec, sandbox_id, command, **kw))
@@ -542,49 +545,49 @@ class AsyncHost:
     def job(self, job_id: str) -> AsyncJob:
         return AsyncJob(self, self.host.job(job_id))
 
-    async def jobs(self, *a, **k):
+    async def jobs(self, *a, **k) -> List[JobStatus]:
         return await self._run(self.host.jobs, *a, **k)
 
-    async def read_file(self, *a, **k):
+    async def read_file(self, *a, **k) -> bytes:
         return await self._run(self.host.read_file, *a, **k)
 
-    async def write_file(self, *a, **k):
+    async def write_file(self, *a, **k) -> None:
         return await self._run(self.host.write_file, *a, **k)
 
-    async def stat(self, *a, **k):
+    async def stat(self, *a, **k) -> FileEntry:
         return await self._run(self.host.stat, *a, **k)
 
-    async def list_dir(self, *a, **k):
+    async def list_dir(self, *a, **k) -> List[FileEntry]:
         return await self._run(self.host.list_dir, *a, **k)
 
-    async def mkdir(self, *a, **k):
+    async def mkdir(self, *a, **k) -> None:
         return await self._run(self.host.mkdir, *a, **k)
 
-    async def remove(self, *a, **k):
+    async def remove(self, *a, **k) -> None:
         return await self._run(self.host.remove, *a, **k)
 
-    async def pause(self, *a, **k):
+    async def pause(self, *a, **k) -> None:
         return await self._run(self.host.pause, *a, **k)
 
-    async def resume(self, *a, **k):
+    async def resume(self, *a, **k) -> None:
         return await self._run(self.host.resume, *a, **k)
 
-    async def status(self, *a, **k):
+    async def status(self, *a, **k) -> str:
         return await self._run(self.host.status, *a, **k)
 
-    async def session_start(self, *a, **k):
+    async def session_start(self, *a, **k) -> Tuple[str, str]:
         return await self._run(self.host.session_start, *a, **k)
 
-    async def session_pause(self, *a, **k):
+    async def session_pause(self, *a, **k) -> None:
         return await self._run(self.host.session_pause, *a, **k)
 
-    async def session_end(self, *a, **k):
+    async def session_end(self, *a, **k) -> None:
         return await self._run(self.host.session_end, *a, **k)
 
-    async def session_get(self, *a, **k):
+    async def session_get(self, *a, **k) -> Session:
         return await self._run(self.host.session_get, *a, **k)
 
-    async def aclose(self):
+    async def aclose(self) -> None:
         """Kills the commands still running, then waits for their workers and frees the host:
         it never waits on a command longer than killing it takes."""
         kills = [self._kill_soon(sid, tok, fut)

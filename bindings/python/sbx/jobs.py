@@ -7,10 +7,13 @@ for and kills the same job; it survives the process that started it.
 import ctypes
 import signal as _signal
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from . import _lib
 from .errors import SbxError
+
+if TYPE_CHECKING:  # host.py imports this module
+    from .host import AsyncHost, Host
 
 
 @dataclass
@@ -53,7 +56,7 @@ def _status_of(info) -> JobStatus:
 class Job:
     """A handle on one background job; holds nothing but its id and the host."""
 
-    def __init__(self, host, job_id: str):
+    def __init__(self, host: "Host", job_id: str):
         if "\0" in job_id:
             raise ValueError("sbx: NUL byte in job id %r: C strings end at NUL" % (job_id,))
         self._host = host
@@ -124,7 +127,7 @@ def list_jobs(host, sandbox_id: str, cached: bool = False):
 class AsyncJob:
     """The awaitable forms of Job, run on the AsyncHost's pool."""
 
-    def __init__(self, ahost, job: Job):
+    def __init__(self, ahost: "AsyncHost", job: Job):
         self._ahost = ahost
         self.job = job
         self.id = job.id

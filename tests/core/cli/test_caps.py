@@ -97,7 +97,7 @@ class Caps(unittest.TestCase):
         made = sorted(out.strip() for rc, out, _ in results if rc == 0)
         refused = [(rc, out, err) for rc, out, err in results if rc != 0]
         self.assertEqual(len(made), 3, results)
-        self.assertEqual(refused, [(125, "", "sbx: create: create: data source 'default' has 3 "
+        self.assertEqual(refused, [(125, "", "sbx: create: data source 'default' has 3 "
                                     "live sandboxes, its max_concurrency; destroy one first\n")] * 5)
         self.assertEqual(len(os.listdir(root)), 3)
         # A create that may wait holds on until another process deletes one, then takes it.
@@ -117,7 +117,7 @@ class Caps(unittest.TestCase):
         # A wait that runs out says how long it waited.
         rc, out, err = self.sbx("create", "--wait", "0.3")
         self.assertEqual((rc, out), (125, ""))
-        self.assertRegex(err, r"^sbx: create: create: data source 'default' has 3 live sandboxes,"
+        self.assertRegex(err, r"^sbx: create: data source 'default' has 3 live sandboxes,"
                          r" its max_concurrency; destroy one first \(waited 0\.[3-9]\d s\)\n$")
         for i in live:
             self.assertEqual(self.sbx("rm", i)[0], 0)
@@ -129,7 +129,7 @@ class Caps(unittest.TestCase):
         slow = [self.popen("create", "--image", "wait:" + gate) for _ in range(2)]
         self.wait_rows("creating", 2)
         self.assertEqual(self.sbx("create"), (
-            125, "", "sbx: create: create: data source 'default' has 2 creates in flight, its "
+            125, "", "sbx: create: data source 'default' has 2 creates in flight, its "
             "max_starting; try again when one has finished\n"))
         waiter = self.popen("create", "--wait", "120")
         self.still_waiting(waiter)
@@ -161,7 +161,7 @@ class Caps(unittest.TestCase):
         self.assertEqual(sorted(rc for rc, _, _ in results), [0, 0, 125, 125, 125])
         for rc, out, err in results:
             if rc:
-                self.assertRegex(err, r"^sbx: create: create: data source 'default' is at its "
+                self.assertRegex(err, r"^sbx: create: data source 'default' is at its "
                                  r"create_rate \(0\.01 per second, burst 2\); the next create "
                                  r"can start in \d+\.\d\d s\n$")
         rc, out, err = self.sbx("create", "--wait", "0.3")

@@ -103,8 +103,12 @@ class Fixture(unittest.TestCase):
         out_path = os.path.join(TMP, "results.jsonl")
         rc, out, err = run("rollout", "--config", ok_config(), "--output", out_path, tasks)
         self.assertEqual((rc, out), (1, ""))  # infrastructure errors: c, f
-        self.assertRegex(err, r"^rollout: 5 tasks: 1 ok, 2 with failing commands, 2 "
-                         r"infrastructure errors; [0-9.]+ s, [0-9.]+ tasks/s\n$")
+        # Not a terminal: plain progress lines, then the summary.
+        self.assertEqual([l.split(" done,")[0] for l in err.splitlines()[:-1]],
+                         ["rollout: %d/5" % i for i in range(1, 6)])
+        self.assertNotIn("\r", err)
+        self.assertRegex(err.splitlines()[-1] + "\n", r"^rollout: 5 tasks: 1 ok, 2 with failing "
+                         r"commands, 2 infrastructure errors; [0-9.]+ s, [0-9.]+ tasks/s\n$")
         rows = rows_of(out_path)
         self.assertEqual(set(rows), {"a", "b", "c", 7, "f"})
         a = rows["a"]
@@ -140,33 +144,6 @@ class Fixture(unittest.TestCase):
         self.assertEqual((rows["a"]["ok"], rows["b"]["ok"], rows["b"]["data_source"]),
                          (True, True, "0"))
 
-    def test_progress_only_on_a_terminal(self):
-        tasks = write("prog.jsonl", '{"id": "a", "commands": ["exit 0"]}\n'
-                      '{"id": "b", "commands": ["exit 1"]}\n')
-        master, slave = pty.openpty()
-        env = dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state"))
-        p = subprocess.run([SBX, "--registry", FIXTURES, "rollout", "--config", ok_config(),
-                            "--concurrency", "1", tasks], stdout=subprocess.PIPE, stderr=slave,
-                           env=env, timeout=60)
-        os.close(slave)
-        got = b""
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # EIO once the writer is gone
-                break
-            if not chunk:
-                break
-            got += chunk
-        os.close(master)
-        self.assertEqual(p.returncode, 0)
-        text = got.decode().replace("\r\n", "\n")
-        self.assertTrue(text.startswith(
-            "\rrollout: 1/2 done, 1 ok, 0 failed, 0 infra errors"
-            "\rrollout: 2/2 done, 1 ok, 1 failed, 0 infra errors\n"
-            "rollout: 2 tasks: 1 ok, 1 with failing commands, 0 infrastructure errors; "), text)
-        # Without a terminal: the summary only (the other tests pin that).
-
     def test_unknown_data_source_is_refused_before_the_run(self):
         cfg = write("ok-two.yaml", "data_source:\n  sandbox:\n    type: ok\n"
                     "data_sources:\n  - name: one\n")
@@ -184,6 +161,38 @@ class Fixture(unittest.TestCase):
             "sbx: rollout: %s:2: unknown data_source \"nope\" (configured: default, one)" % tasks,
             "sbx: rollout: %s:5: unknown data_source 1 (configured: default, one)" % tasks,
         ])
+
+    def test_progress_on_a_terminal_is_one_line_with_rate_and_eta(self):
+        """Rewritten in place (\\r, erase line): done/total, in flight, failures, rate, ETA.
+        Without a terminal the same facts come as plain lines (test_results_... pins them)."""
+        tasks = write("tty.jsonl", "".join(
+            json.dumps({"id": i, "commands": ["exit %d" % (i % 3 == 0)]}) + "\n"
+            for i in range(20)))
+        master, slave = pty.openpty()
+        env = dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state"))
+        env.pop("SBX_REGISTRY", None)
+        p = subprocess.Popen([SBX, "--registry", FIXTURES, "rollout", "--config", ok_config(),
+                              "--output", os.path.join(TMP, "tty-out.jsonl"), tasks],
+                             stderr=slave, stdout=subprocess.DEVNULL, env=env)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(master)
+        self.assertEqual(p.wait(timeout=120), 0)
+        text = seen.decode()
+        updates = text.split("\r\x1b[K")[1:]
+        self.assertEqual(len(updates), 20, text)
+        self.assertRegex(updates[0], r"^rollout: 1/20 done, \d+ in flight, [01] failed, 0 infra "
+                         r"errors, [0-9.]+ tasks/s, ETA \d+s$")
+        self.assertRegex(updates[-1], r"^rollout: 20/20 done, 0 in flight, 7 failed, 0 infra "
+                         r"errors, [0-9.]+ tasks/s, ETA -\r\nrollout: 20 tasks: 13 ok, 7 with ")
 
     def test_resume_skips_finished_tasks_and_reruns_interrupted_ones(self):
         tasks = write("res.jsonl", "".join(
@@ -254,8 +263,8 @@ class Local(unittest.TestCase):
                            "--output", out_path, os.path.join(SOURCE_DIR, "examples/tasks.jsonl"),
                            registry=BUILD_REGISTRY, timeout=200)
         self.assertEqual((rc, out), (0, ""), err)
-        self.assertRegex(err, r"^rollout: 10 tasks: 8 ok, 2 with failing commands, 0 "
-                         r"infrastructure errors; ")
+        self.assertRegex(err.splitlines()[-1], r"^rollout: 10 tasks: 8 ok, 2 with failing "
+                         r"commands, 0 infrastructure errors; ")
         rows = rows_of(out_path)
         self.assertEqual(rows["files"]["commands"][1]["stdout"], "print('hi from a file')\n")
         self.assertEqual([c["exit_code"] for c in rows["failing-command"]["commands"]], [0, 3])
@@ -361,8 +370,10 @@ class Local(unittest.TestCase):
         self.assertEqual(p.returncode, 0, err)
         self.assertRegex(err, r"^rollout: each task needs up to 12 file descriptors \(ulimit -n "
                          r"is 60\): running at most [1-3] tasks at once instead of 16; raise "
-                         r"'ulimit -n' to run more\nrollout: 12 tasks: 12 ok, 0 with failing "
-                         r"commands, 0 infrastructure errors; ")
+                         r"'ulimit -n' to run more\n(rollout: ([1-9]|1[0-2])/12 done, [0-3] in flight, 0 "
+                         r"failed, 0 infra errors, [0-9.]+ tasks/s, ETA [0-9s-]+\n){12}"
+                         r"rollout: 12 tasks: 12 ok, 0 with failing commands, 0 "
+                         r"infrastructure errors; ")
         rows = rows_of_text(p.stdout.decode())
         self.assertEqual({k: r["commands"][0]["stdout"] for k, r in rows.items()},
                          {i: str(i) for i in range(12)})

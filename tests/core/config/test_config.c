@@ -551,20 +551,33 @@ Test(config, for_plugin_overlays_registry_defaults_with_data_source_keys)
 		  "\"token\":\"t0k\",\"pin\":7,\"image\":null}");
 }
 
+/* The host's own keys, which every sandbox block accepts beside the plugin's. */
+#define HOST_KEYS                                                                           \
+	"type, timeout, max_concurrency, output_char_threshold, truncate_head_chars, "      \
+	"truncate_tail_chars, output_max_bytes, ttl, auto_resume, max_jobs, max_starting, " \
+	"create_rate, create_burst, max_file_bytes"
+
 Test(config, for_plugin_rejects_undeclared_keys_listing_valid_ones)
 {
-	plugin_fails("  image: x\n  foo: 1\n", NULL,
-		     "<config>:4: unknown key 'foo' for sandbox type 'testbox'; valid keys: image, "
-		     "workers, ratio, debug, mounts, labels, extra, token, pin");
-	plugin_fails("", "image: base\nbar: 2\n",
-		     "registry.yaml:2: unknown key 'bar' for sandbox type 'testbox'; valid keys: "
-		     "image, workers, ratio, debug, mounts, labels, extra, token, pin");
+	plugin_fails(
+	    "  image: x\n  foo: 1\n", NULL,
+	    "<config>:4: unknown key 'foo' for sandbox type 'testbox'; valid keys: " HOST_KEYS
+	    ", image, workers, ratio, debug, mounts, labels, extra, token, pin");
+	plugin_fails(
+	    "", "image: base\nbar: 2\n",
+	    "registry.yaml:2: unknown key 'bar' for sandbox type 'testbox'; valid keys: " HOST_KEYS
+	    ", image, workers, ratio, debug, mounts, labels, extra, token, pin");
+	/* A typo of a host key is told the host key too. */
+	plugin_fails(
+	    "  timout: 5\n", NULL,
+	    "<config>:3: unknown key 'timout' for sandbox type 'testbox'; valid keys: " HOST_KEYS
+	    ", image, workers, ratio, debug, mounts, labels, extra, token, pin");
 	sbx_plugin_desc none = {.alias = "bare"};
 	sbx_error err = {0};
 	char *json = NULL;
 	cr_assert_eq(for_plugin("  image: x\n", NULL, &none, &json, &err), SBX_E_CONFIG);
 	cr_assert_str_eq(err.message, "<config>:3: unknown key 'image' for sandbox type 'bare'; "
-				      "valid keys: (none)");
+				      "valid keys: " HOST_KEYS);
 }
 
 Test(config, for_plugin_checks_declared_types)

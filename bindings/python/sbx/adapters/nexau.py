@@ -303,7 +303,7 @@ class SbxSandbox(BaseSandbox):
                     self._tmp = self.join_path(str(self.work_dir), ".nexau_tmp")
         return self._tmp
 
-    def join_path(self, base_path, *parts) -> str:
+    def join_path(self, base_path: Union[str, os.PathLike], *parts) -> str:
         return _host_join(str(base_path), *[str(x) for x in parts])
 
     def get_bash_tool_results_base_path(self) -> str:
@@ -312,7 +312,7 @@ class SbxSandbox(BaseSandbox):
     def get_tool_output_dir(self) -> str:
         return self.join_path(self.get_temp_dir(), "nexau_tool_outputs")
 
-    def to_shell_path(self, path) -> str:
+    def to_shell_path(self, path: Union[str, os.PathLike]) -> str:
         return str(path)
 
     def get_python_command(self) -> str:
@@ -612,7 +612,8 @@ class SbxSandbox(BaseSandbox):
 
     # ---- code ------------------------------------------------------------------------------
 
-    def execute_code(self, code: str, language, timeout: Optional[int] = None,
+    def execute_code(self, code: str, language: Union[CodeLanguage, str],
+                     timeout: Optional[int] = None,
                      user: Optional[str] = None,
                      envs: Optional[Dict[str, str]] = None) -> CodeExecutionResult:
         t0 = time.monotonic()
@@ -677,7 +678,8 @@ class SbxSandbox(BaseSandbox):
         return FileOperationResult(status=SandboxStatus.SUCCESS, file_path=file_path,
                                    content=content, size=e.size)
 
-    def write_file(self, file_path: str, content, encoding: str = "utf-8", binary: bool = False,
+    def write_file(self, file_path: str, content: Union[str, bytes], encoding: str = "utf-8",
+                   binary: bool = False,
                    create_directories: bool = True,
                    user: Optional[str] = None) -> FileOperationResult:
         try:
