@@ -37,10 +37,16 @@ static void raw_spawn(void)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
 	posix_spawn_file_actions_addclose(&fa, p[0]);
+	/* A session of its own, as sbx gives its commands: with scheduler autogroups a session
+	 * is a scheduling group, and a floor left in the bench's would compete on other terms. */
+	posix_spawnattr_t at;
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
 	char *argv[] = {"bash", "-c", "echo hi", NULL};
 	pid_t pid;
-	if (posix_spawnp(&pid, "bash", &fa, NULL, argv, environ) != 0)
+	if (posix_spawnp(&pid, "bash", &fa, &at, argv, environ) != 0)
 		exit(1);
+	posix_spawnattr_destroy(&at);
 	close(p[1]);
 	char buf[64];
 	while (read(p[0], buf, sizeof(buf)) > 0)

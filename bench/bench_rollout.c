@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -89,17 +90,49 @@ static void floor_task(int i)
 		atomic_fetch_add(&failures, 1);
 }
 
+/* Where a C API task's time goes: wall and calling-thread CPU per phase, summed over the
+ * tasks of the current run (microseconds). */
+enum { PH_CREATE, PH_EXEC, PH_DESTROY, N_PHASES };
+static atomic_llong phase_wall[N_PHASES], phase_cpu[N_PHASES];
+
+static long long usec(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+typedef struct mark {
+	long long wall, cpu;
+} mark;
+
+static mark mark_now(void)
+{
+	mark m = {usec(CLOCK_MONOTONIC), usec(CLOCK_THREAD_CPUTIME_ID)};
+	return m;
+}
+
+static mark phase_end(int ph, mark from)
+{
+	mark m = mark_now();
+	atomic_fetch_add(&phase_wall[ph], m.wall - from.wall);
+	atomic_fetch_add(&phase_cpu[ph], m.cpu - from.cpu);
+	return m;
+}
+
 static void capi_task(int i)
 {
 	(void)i;
 	char id[SBX_ID_MAX];
 	sbx_error err = {0};
 	int rc;
+	mark m = mark_now();
 	/* A create past max_concurrency is refused at once: wait like `sbx rollout` would. */
 	while ((rc = sbx_create(host, NULL, id, &err)) == SBX_E_LIMIT) {
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}
+	m = phase_end(PH_CREATE, m);
 	if (rc != SBX_OK) {
 		fprintf(stderr, "bench_rollout: create: %s\n", err.message);
 		atomic_fetch_add(&failures, 1);
@@ -115,10 +148,12 @@ static void capi_task(int i)
 		atomic_fetch_add(&failures, 1);
 	}
 	sbx_exec_result_free(r);
+	m = phase_end(PH_EXEC, m);
 	if (sbx_destroy(host, id, &err) != SBX_OK) {
 		fprintf(stderr, "bench_rollout: destroy: %s\n", err.message);
 		atomic_fetch_add(&failures, 1);
 	}
+	phase_end(PH_DESTROY, m);
 }
 
 typedef struct job {
@@ -217,13 +252,34 @@ typedef struct setup {
 	int t;
 } setup;
 
+/* CPU seconds this process has used (user + system), the commands it reaped not counted. */
+static double self_cpu(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* The calling process's CPU per task of the last in-process run, in ms. */
+static double cpu_ms[N_KINDS];
+
 static double run_kind(int k, setup *s)
 {
+	double c0 = self_cpu(), t;
 	switch (k) {
 	case K_FLOOR:
-		return on_threads(floor_task, s->t);
+		t = on_threads(floor_task, s->t);
+		cpu_ms[k] = (self_cpu() - c0) * 1000.0 / n_tasks;
+		return t;
 	case K_CAPI:
-		return on_threads(capi_task, s->t);
+		for (int ph = 0; ph < N_PHASES; ph++) {
+			atomic_store(&phase_wall[ph], 0);
+			atomic_store(&phase_cpu[ph], 0);
+		}
+		t = on_threads(capi_task, s->t);
+		cpu_ms[k] = (self_cpu() - c0) * 1000.0 / n_tasks;
+		return t;
 	case K_ROLLOUT: {
 		char *roll[] = {SBX_BENCH_CLI, "rollout",   "--concurrency",  s->ts,
 				"--output",    "/dev/null", (char *)s->tasks, NULL};
@@ -283,8 +339,17 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 			       secs[r][k], n_tasks / secs[r][k], secs[r][k] / fl);
 			if (k == K_ROLLOUT || k == K_ASYNC)
 				printf("  %.2fx the C API", secs[r][k] / capi);
+			if (k == K_FLOOR || k == K_CAPI)
+				printf("  host CPU %.2f ms/task", cpu_ms[k]);
 			printf("\n");
 		}
+		static const char *const ph_names[N_PHASES] = {"create", "exec", "destroy"};
+		printf("  C API per task, wall (thread CPU):");
+		for (int ph = 0; ph < N_PHASES; ph++)
+			printf(" %s %.2f (%.2f) ms", ph_names[ph],
+			       (double)atomic_load(&phase_wall[ph]) / 1000.0 / n_tasks,
+			       (double)atomic_load(&phase_cpu[ph]) / 1000.0 / n_tasks);
+		printf("\n");
 	}
 	printf("concurrency %d, median of %d round(s):", s->t, rounds);
 	for (int j = 1; j < n_kinds; j++) {

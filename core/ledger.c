@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,18 +16,39 @@
 #define LEDGER_BUSY_MS 30000
 
 /* Write statements stay prepared: parsing one costs as much as running it. They are keyed by
- * their SQL text's address (each is a literal in this file). */
-#define STMT_CACHE 24
+ * their SQL text's address (each is a literal in this file). Room for every one of them (21
+ * today) and more: one past the cache would be parsed again at each use. */
+#define STMT_CACHE 48
+
+/* Writes of concurrent threads share one transaction (see take/give below), at most this
+ * many, so a steady stream of writers still commits. */
+#define BATCH_MAX    32
+#define BATCH_MAX_US 2000
 
 typedef struct cached_stmt {
 	const char *sql;
 	sqlite3_stmt *st;
 } cached_stmt;
 
+/* A write waiting for the commit of the transaction it ran in. */
+typedef struct member {
+	struct member *next;
+	int done, rc;
+	char message[sizeof(((sbx_error *)0)->message)];
+} member;
+
 struct sbx__ledger {
 	sqlite3 *db;
 	pthread_mutex_t lock;
 	cached_stmt cache[STMT_CACHE]; /* under lock */
+	/* Group commit (under lock): the open transaction, the writes in it waiting for its
+	 * outcome, and (atomic) how many threads are waiting to take the lock. */
+	int in_tx;
+	int64_t tx_started_us; /* CLOCK_MONOTONIC */
+	size_t n_members;
+	member *members;
+	pthread_cond_t batch_done;
+	atomic_int wanting;
 	/* Bumped (under wake_lock, with a broadcast of `woken`) whenever this handle records
 	 * something that may free a place under a data source's caps. */
 	pthread_mutex_t wake_lock;
@@ -205,6 +227,7 @@ int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 	if (!led)
 		return sbx__set_error(err, SBX_E_NOMEM, "ledger: out of memory");
 	pthread_mutex_init(&led->lock, NULL);
+	pthread_cond_init(&led->batch_done, NULL);
 	pthread_mutex_init(&led->wake_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -248,6 +271,7 @@ void sbx__ledger_close(sbx__ledger *led)
 	sqlite3_close(led->db);
 	pthread_cond_destroy(&led->woken);
 	pthread_mutex_destroy(&led->wake_lock);
+	pthread_cond_destroy(&led->batch_done);
 	pthread_mutex_destroy(&led->lock);
 	sbx__free(led);
 }
@@ -318,13 +342,122 @@ out:
 	return rc;
 }
 
+/* ---- group commit
+ *
+ * A write does not commit on its own. It runs inside the connection's open transaction
+ * (begun by the first write of a batch) and waits; whoever holds the lock last, when no other
+ * thread is waiting for it (or once BATCH_MAX writes are in), commits for all and hands each
+ * its outcome. A write returns only after the transaction holding it committed, so what its
+ * caller does next (a backend call) still comes after its row is in the ledger. Readers of
+ * this handle take the same lock and see the batch's rows (same connection). */
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Under lock: the open transaction should commit now. */
+static int batch_full(sbx__ledger *led)
+{
+	return atomic_load(&led->wanting) == 0 || led->n_members >= BATCH_MAX ||
+	       mono_us() - led->tx_started_us >= BATCH_MAX_US;
+}
+
+static void take(sbx__ledger *led)
+{
+	atomic_fetch_add(&led->wanting, 1);
+	pthread_mutex_lock(&led->lock);
+	atomic_fetch_sub(&led->wanting, 1);
+}
+
+/* Ends the open transaction, COMMIT or (rc != SBX_OK, message) ROLLBACK, and tells every
+ * write in it. Under lock. */
+static void finish_batch(sbx__ledger *led, int rc, const char *message)
+{
+	char msg[sizeof(((sbx_error *)0)->message)] = "";
+	if (rc == SBX_OK) {
+		sbx_error e = {0};
+		rc = exec_sql(led, "COMMIT", &e);
+		snprintf(msg, sizeof(msg), "%s", e.message);
+	} else {
+		snprintf(msg, sizeof(msg), "%s", message);
+	}
+	if (rc != SBX_OK && !sqlite3_get_autocommit(led->db))
+		exec_sql(led, "ROLLBACK", NULL);
+	for (member *m = led->members; m; m = m->next) {
+		m->rc = rc;
+		snprintf(m->message, sizeof(m->message), "%s", msg);
+		m->done = 1;
+	}
+	led->members = NULL;
+	led->n_members = 0;
+	led->in_tx = 0;
+	pthread_cond_broadcast(&led->batch_done);
+}
+
+/* Lets go of the lock, committing the open transaction when nobody else is about to add to
+ * it. */
+static void give(sbx__ledger *led)
+{
+	if (led->in_tx && batch_full(led))
+		finish_batch(led, SBX_OK, NULL);
+	pthread_mutex_unlock(&led->lock);
+}
+
+/* Under lock: opens the batch's transaction if none is open. */
+static int batch_begin(sbx__ledger *led, sbx_error *err)
+{
+	if (led->in_tx)
+		return SBX_OK;
+	int rc = exec_sql(led, "BEGIN IMMEDIATE", err);
+	if (rc == SBX_OK) {
+		led->in_tx = 1;
+		led->tx_started_us = mono_us();
+	}
+	return rc;
+}
+
+/* Under lock, after a write ran in the batch (rc its status): on success joins the batch and
+ * returns the commit's status once known; on failure returns rc, and if SQLite rolled the
+ * whole transaction back, the batch's other writes fail with this error too. Returns with
+ * the lock released. */
+static int batch_end(sbx__ledger *led, int rc, sbx_error *err)
+{
+	if (rc != SBX_OK) {
+		if (led->in_tx && sqlite3_get_autocommit(led->db))
+			finish_batch(led, rc,
+				     err && err->message[0] ? err->message
+							    : "ledger: write failed");
+		give(led);
+		return rc;
+	}
+	member me = {0};
+	me.next = led->members;
+	led->members = &me;
+	led->n_members++;
+	if (batch_full(led))
+		finish_batch(led, SBX_OK, NULL);
+	while (!me.done)
+		pthread_cond_wait(&led->batch_done, &led->lock);
+	pthread_mutex_unlock(&led->lock);
+	if (me.rc != SBX_OK)
+		return sbx__set_error(err, me.rc, "%s", me.message);
+	return SBX_OK;
+}
+
 static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
 		       const char *sql, const char *types, va_list ap)
 {
-	pthread_mutex_lock(&led->lock);
-	int rc = step_locked(led, err, changes, what, sql, types, ap);
-	pthread_mutex_unlock(&led->lock);
-	return rc;
+	take(led);
+	int rc = batch_begin(led, err);
+	if (rc != SBX_OK) {
+		give(led);
+		return rc;
+	}
+	rc = step_locked(led, err, changes, what, sql, types, ap);
+	return batch_end(led, rc, err);
 }
 
 static int run_locked(sbx__ledger *led, sbx_error *err, const char *what, const char *sql,
@@ -517,18 +650,24 @@ int sbx__ledger_admit(sbx__ledger *led, const sbx__ledger_row *r, const sbx__led
 		      sbx_error *err)
 {
 	memset(a, 0, sizeof(*a));
-	pthread_mutex_lock(&led->lock);
-	int rc = exec_sql(led, "BEGIN IMMEDIATE", err);
+	take(led);
+	int rc = batch_begin(led, err);
+	if (rc != SBX_OK) {
+		give(led);
+		return rc;
+	}
+	/* The count, the token and the row as one step of the batch: all or nothing. */
+	rc = exec_sql(led, "SAVEPOINT admit", err);
 	if (rc == SBX_OK) {
 		rc = admit_locked(led, r, caps, this_host, now_ms, a, err);
-		if (rc == SBX_OK)
-			rc = exec_sql(led, "COMMIT", err);
-		if (rc != SBX_OK) {
-			exec_sql(led, "ROLLBACK", NULL);
-			a->admitted = 0;
-		}
+		if (rc != SBX_OK && !sqlite3_get_autocommit(led->db))
+			exec_sql(led, "ROLLBACK TO admit", NULL);
+		if (!sqlite3_get_autocommit(led->db))
+			exec_sql(led, "RELEASE admit", NULL);
 	}
-	pthread_mutex_unlock(&led->lock);
+	rc = batch_end(led, rc, err);
+	if (rc != SBX_OK)
+		a->admitted = 0;
 	return rc;
 }
 
@@ -670,11 +809,11 @@ int sbx__ledger_each(sbx__ledger *led, sbx__ledger_row_fn fn, void *ctx, sbx_err
 	size_t n = 0, cap = 0;
 	sqlite3_stmt *st = NULL;
 	int rc = SBX_OK;
-	pthread_mutex_lock(&led->lock);
+	take(led);
 	if (sqlite3_prepare_v2(led->db, ROW_COLUMNS " ORDER BY created, rowid", -1, &st, NULL) !=
 	    SQLITE_OK) {
 		rc = db_error(led, err, "list");
-		pthread_mutex_unlock(&led->lock);
+		give(led);
 		goto out;
 	}
 	int step;
@@ -694,7 +833,7 @@ int sbx__ledger_each(sbx__ledger *led, sbx__ledger_row_fn fn, void *ctx, sbx_err
 	if (rc == SBX_OK && step != SQLITE_DONE)
 		rc = db_error(led, err, "list");
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&led->lock);
+	give(led);
 	for (size_t i = 0; rc == SBX_OK && i < n; i++)
 		rc = fn(ctx, &rows[i]);
 out:
@@ -706,7 +845,7 @@ int sbx__ledger_find(sbx__ledger *led, const char *id, sbx__ledger_row *out, sbx
 {
 	sqlite3_stmt *st = NULL;
 	int rc = SBX_OK;
-	pthread_mutex_lock(&led->lock);
+	take(led);
 	if (sqlite3_prepare_v2(led->db,
 			       ROW_COLUMNS " WHERE id = ? ORDER BY created DESC, rowid DESC"
 					   " LIMIT 1",
@@ -724,7 +863,7 @@ int sbx__ledger_find(sbx__ledger *led, const char *id, sbx__ledger_row *out, sbx
 		rc = db_error(led, err, "find");
 out:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&led->lock);
+	give(led);
 	return rc;
 }
 
@@ -818,7 +957,7 @@ static int select_sessions(sbx__ledger *led, const char *user, const char *sessi
 	int rc = SBX_OK;
 	const char *sql = user ? SESSION_COLUMNS " WHERE user_id = ? AND session_id = ?"
 			       : SESSION_COLUMNS " ORDER BY created, rowid";
-	pthread_mutex_lock(&led->lock);
+	take(led);
 	if (sqlite3_prepare_v2(led->db, sql, -1, &st, NULL) != SQLITE_OK) {
 		rc = db_error(led, err, "read sessions");
 		goto out;
@@ -849,7 +988,7 @@ static int select_sessions(sbx__ledger *led, const char *user, const char *sessi
 		rc = db_error(led, err, "read sessions");
 out:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&led->lock);
+	give(led);
 	if (rc != SBX_OK) {
 		sbx__session_rows_free(rows, n);
 		rows = NULL;
@@ -979,7 +1118,7 @@ int sbx__ledger_jobs(sbx__ledger *led, const char *sandbox_id, sbx__job_row **ro
 	size_t cap = 0;
 	sqlite3_stmt *st = NULL;
 	int rc = SBX_OK;
-	pthread_mutex_lock(&led->lock);
+	take(led);
 	if (sqlite3_prepare_v2(
 		led->db,
 		"SELECT job_id, sandbox_id, state, pid, exit_code, signal, started_ms,"
@@ -1019,7 +1158,7 @@ int sbx__ledger_jobs(sbx__ledger *led, const char *sandbox_id, sbx__job_row **ro
 		rc = db_error(led, err, "list jobs");
 out:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&led->lock);
+	give(led);
 	if (rc != SBX_OK) {
 		sbx__free(*rows);
 		*rows = NULL;
