@@ -419,13 +419,15 @@ static void write_kubeconfig(const char *path, const char *user_yaml)
 	snprintf(ca, sizeof(ca), "%s/port", standin);
 	snprintf(port, sizeof(port), "%s", read_text(ca));
 	snprintf(ca, sizeof(ca), "%s/ca.crt", standin);
-	snprintf(text, sizeof(text),
-		 "apiVersion: v1\nkind: Config\ncurrent-context: other\nclusters:\n- name: c\n"
-		 "  cluster:\n    server: https://127.0.0.1:%s/\n    certificate-authority: %s\n"
-		 "users:\n- name: u\n  user:\n%s\ncontexts:\n- name: other\n  context: {cluster: "
-		 "nope, user: u}\n- name: mine\n  context:\n    cluster: c\n    user: u\n"
-		 "    namespace: authns\n",
-		 port, ca, user_yaml);
+	int n = snprintf(
+	    text, sizeof(text),
+	    "apiVersion: v1\nkind: Config\ncurrent-context: other\nclusters:\n- name: c\n"
+	    "  cluster:\n    server: https://127.0.0.1:%s/\n    certificate-authority: %s\n"
+	    "users:\n- name: u\n  user:\n%s\ncontexts:\n- name: other\n  context: {cluster: "
+	    "nope, user: u}\n- name: mine\n  context:\n    cluster: c\n    user: u\n"
+	    "    namespace: authns\n",
+	    port, ca, user_yaml);
+	cr_assert(n > 0 && (size_t)n < sizeof(text), "kubeconfig for %s does not fit", path);
 	write_text(path, text);
 }
 
