@@ -16,7 +16,8 @@
  * faster than NexAU; AsyncHost <= 1.1x the C API.
  *
  * `bench_rollout N ROUNDS T...` (defaults 1000 1 4 16 64). Sandboxes and the floor's folders
- * live under $SBX_STATE_DIR (put it on tmpfs). */
+ * live under $SBX_STATE_DIR (put it on tmpfs). SBX_BENCH_COMMANDS=K runs K `echo hi` per task
+ * (default 1) in every kind, as a rollout runs many commands per sandbox. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -38,6 +39,7 @@ extern char **environ;
 #define MAX_THREADS 1024
 
 static int n_tasks;
+static int n_commands = 1; /* `echo hi` per task */
 static atomic_int next_task;
 static atomic_int failures;
 static const char *floor_dir;
@@ -50,19 +52,12 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void floor_task(int i)
+/* One floor command in dir: bash -c 'echo hi' read from a pipe; its wait status. */
+static int floor_command(const char *dir)
 {
-	char dir[1200];
-	snprintf(dir, sizeof(dir), "%s/task-%d", floor_dir, i);
-	if (mkdir(dir, 0700) != 0) {
-		atomic_fetch_add(&failures, 1);
-		return;
-	}
 	int p[2];
-	if (pipe2(p, O_CLOEXEC) != 0) {
-		atomic_fetch_add(&failures, 1);
-		return;
-	}
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return -1;
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
@@ -86,7 +81,21 @@ static void floor_task(int i)
 	if (e == 0)
 		waitpid(pid, &status, 0);
 	posix_spawn_file_actions_destroy(&fa);
-	if (status != 0 || rmdir(dir) != 0)
+	return status;
+}
+
+static void floor_task(int i)
+{
+	char dir[1200];
+	snprintf(dir, sizeof(dir), "%s/task-%d", floor_dir, i);
+	if (mkdir(dir, 0700) != 0) {
+		atomic_fetch_add(&failures, 1);
+		return;
+	}
+	int bad = 0;
+	for (int k = 0; k < n_commands; k++)
+		bad |= floor_command(dir) != 0;
+	if (bad || rmdir(dir) != 0)
 		atomic_fetch_add(&failures, 1);
 }
 
@@ -141,13 +150,15 @@ static void capi_task(int i)
 	sbx_exec_opts o = {0};
 	SBX_INIT_HEADER(o);
 	o.shell = "echo hi";
-	sbx_exec_result *r = NULL;
-	if (sbx_exec(host, id, &o, &r, &err) != SBX_OK || r->exit_code != 0 ||
-	    strcmp(r->stdout_text, "hi\n") != 0) {
-		fprintf(stderr, "bench_rollout: exec: %s\n", err.message);
-		atomic_fetch_add(&failures, 1);
+	for (int k = 0; k < n_commands; k++) {
+		sbx_exec_result *r = NULL;
+		if (sbx_exec(host, id, &o, &r, &err) != SBX_OK || r->exit_code != 0 ||
+		    strcmp(r->stdout_text, "hi\n") != 0) {
+			fprintf(stderr, "bench_rollout: exec: %s\n", err.message);
+			atomic_fetch_add(&failures, 1);
+		}
+		sbx_exec_result_free(r);
 	}
-	sbx_exec_result_free(r);
 	m = phase_end(PH_EXEC, m);
 	if (sbx_destroy(host, id, &err) != SBX_OK) {
 		fprintf(stderr, "bench_rollout: destroy: %s\n", err.message);
@@ -215,6 +226,7 @@ static double run_child(char *const argv[])
 		fprintf(stderr, "bench_rollout: %s failed (%s)\n", argv[0],
 			e ? strerror(e) : "exit status");
 		atomic_fetch_add(&failures, 1);
+		return -1;
 	}
 	const char *el = strstr(out, "elapsed ");
 	return el ? strtod(el + 8, NULL) : t;
@@ -225,8 +237,12 @@ static int write_tasks(const char *path)
 	FILE *f = fopen(path, "w");
 	if (!f)
 		return -1;
-	for (int i = 0; i < n_tasks; i++)
-		fprintf(f, "{\"id\": %d, \"commands\": [\"echo hi\"]}\n", i);
+	for (int i = 0; i < n_tasks; i++) {
+		fprintf(f, "{\"id\": %d, \"commands\": [", i);
+		for (int k = 0; k < n_commands; k++)
+			fprintf(f, "%s\"echo hi\"", k ? ", " : "");
+		fprintf(f, "]}\n");
+	}
 	return fclose(f);
 }
 
@@ -335,6 +351,10 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 		double fl = secs[r][K_FLOOR], capi = secs[r][K_CAPI];
 		for (int j = 0; j < n_kinds; j++) {
 			int k = kinds[j];
+			if (secs[r][k] < 0) {
+				printf("  %-10s failed\n", kind_names[k]);
+				continue;
+			}
 			printf("  %-10s %7.2f s  %5.0f tasks/s  %.2fx floor", kind_names[k],
 			       secs[r][k], n_tasks / secs[r][k], secs[r][k] / fl);
 			if (k == K_ROLLOUT || k == K_ASYNC)
@@ -354,14 +374,21 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 	printf("concurrency %d, median of %d round(s):", s->t, rounds);
 	for (int j = 1; j < n_kinds; j++) {
 		double v[MAX_ROUNDS];
-		int k = kinds[j];
+		int k = kinds[j], n = 0;
 		for (int r = 0; r < rounds; r++)
-			v[r] = secs[r][k] / secs[r][K_FLOOR];
-		printf("  %s %.2fx floor", kind_names[k], median(v, rounds));
+			if (secs[r][k] >= 0)
+				v[n++] = secs[r][k] / secs[r][K_FLOOR];
+		if (n == 0) {
+			printf("  %s failed;", kind_names[k]);
+			continue;
+		}
+		printf("  %s %.2fx floor", kind_names[k], median(v, n));
 		if (k == K_ROLLOUT || k == K_ASYNC) {
+			n = 0;
 			for (int r = 0; r < rounds; r++)
-				v[r] = secs[r][k] / secs[r][K_CAPI];
-			printf(" (%.2fx C API)", median(v, rounds));
+				if (secs[r][k] >= 0)
+					v[n++] = secs[r][k] / secs[r][K_CAPI];
+			printf(" (%.2fx C API)", median(v, n));
 		}
 		printf(";");
 	}
@@ -373,6 +400,8 @@ int main(int argc, char **argv)
 {
 	n_tasks = argc > 1 ? atoi(argv[1]) : 1000;
 	int rounds = argc > 2 ? atoi(argv[2]) : 1;
+	if (getenv("SBX_BENCH_COMMANDS") && atoi(getenv("SBX_BENCH_COMMANDS")) > 0)
+		n_commands = atoi(getenv("SBX_BENCH_COMMANDS"));
 	if (rounds < 1)
 		rounds = 1;
 	if (rounds > MAX_ROUNDS)
@@ -412,8 +441,8 @@ int main(int argc, char **argv)
 		kinds[n_kinds++] = K_ASYNC;
 	if (s.nexau)
 		kinds[n_kinds++] = K_NEXAU;
-	printf("bench_rollout: %d tasks of create -> echo hi -> delete, %d round(s)\n", n_tasks,
-	       rounds);
+	printf("bench_rollout: %d tasks of create -> %d x echo hi -> delete, %d round(s)\n",
+	       n_tasks, n_commands, rounds);
 	snprintf(s.ns, sizeof(s.ns), "%d", n_tasks);
 	for (int c = 0; c < n_conc; c++) {
 		s.t = conc[c] < 1 ? 1 : conc[c] > MAX_THREADS ? MAX_THREADS : conc[c];

@@ -3,7 +3,7 @@
     rollout.py asynchost N T          sbx.AsyncHost: N coroutines, at most T at once
     rollout.py nexau N T CHECKOUT     NexAU's LocalSandboxManager on T threads
 
-Prints "elapsed SECONDS" for the tasks alone (the interpreter's start and the imports are
+Each task runs $SBX_BENCH_COMMANDS (default 1) commands. Prints "elapsed SECONDS" for the tasks alone (the interpreter's start and the imports are
 left out, as a harness pays them once). Exits 1 when a task's output is not "hi\n".
 """
 import asyncio
@@ -13,6 +13,8 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+COMMANDS = max(int(os.environ.get("SBX_BENCH_COMMANDS", "1") or "1"), 1)
 
 
 def run_asynchost(n, t):
@@ -30,8 +32,9 @@ def run_asynchost(n, t):
             async with gate:
                 sid = await host.create()
                 try:
-                    r = await host.exec(sid, "echo hi")
-                    bad += r.stdout != "hi\n"
+                    for _ in range(COMMANDS):
+                        r = await host.exec(sid, "echo hi")
+                        bad += r.stdout != "hi\n"
                 finally:
                     await host.destroy(sid)
 
@@ -55,8 +58,11 @@ def run_nexau(n, t, checkout):
         manager = LocalSandboxManager(work_dir=work)
         sandbox = manager.start(None, "bench", f"s{i}", LocalSandboxConfig(work_dir=work))
         try:
-            r = sandbox.execute_bash("echo hi")
-            return r.stdout != "hi\n" and r.stdout != "hi"
+            bad = 0
+            for _ in range(COMMANDS):
+                r = sandbox.execute_bash("echo hi")
+                bad += r.stdout != "hi\n" and r.stdout != "hi"
+            return bad
         finally:
             manager.stop()
             shutil.rmtree(work, ignore_errors=True)
