@@ -12,8 +12,16 @@
 
 /* Creates (if missing) the sandbox cgroup, SBX_OK when the mechanism has none. */
 int local_cg_sandbox(const local_state *st, const char *id, sbx_error *err);
-/* Creates a per-exec cgroup below the sandbox's; its path goes into buf. */
-int local_cg_exec_new(const local_state *st, const char *id, char *buf, size_t cap, sbx_error *err);
+/* A per-exec cgroup below the sandbox's, one this process kept (with reuse) or a new one;
+ * its path goes into buf. */
+int local_cg_exec_new(const local_state *st, const char *id, int reuse, char *buf, size_t cap,
+		      sbx_error *err);
+/* The exec whose cgroup is at path has ended: keeps the cgroup for this process's next exec
+ * in the sandbox when it is empty and clean (cgroup v2) and was not killed, removes it
+ * otherwise. */
+void local_cg_exec_done(const local_state *st, const char *path, int killed);
+/* Removes the kept exec cgroups of sandbox id (NULL: of every sandbox of this root). */
+void local_cg_spares_drop(const local_state *st, const char *id);
 /* Kills every process in the cgroup at `path` (and below) and waits briefly until it is
  * empty. Returns 0 when the cgroup is empty afterwards. */
 int local_cg_kill(const local_state *st, const char *path);

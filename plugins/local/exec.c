@@ -76,6 +76,7 @@ typedef struct plan {
 	child_report *rep;         /* the caller's memory (shared until exec) */
 	int cg_fd;                 /* the exec's cgroup folder, -1 for none */
 	int placed;                /* 1: the child was born in that cgroup */
+	int ran;                   /* 1: the child ran (set by the child first thing) */
 	int status_fd, control_fd; /* subreaper helper's pipes */
 	const local_join *join;    /* the isolated level's namespaces (ns.c) */
 } plan;
@@ -388,6 +389,7 @@ static void run_helper(const plan *p)
 
 static int command_entry(void *arg)
 {
+	((plan *)arg)->ran = 1;
 	run_command(arg);
 	return 127;
 }
@@ -927,7 +929,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 			goto io;
 		p.control_fd = fds[0], r.control_w = fds[1];
 	} else {
-		rc = local_cg_exec_new(st, id, cg, sizeof(cg), err);
+		rc = local_cg_exec_new(st, id, 1, cg, sizeof(cg), err);
 		if (rc != SBX_OK)
 			goto out;
 		if ((p.cg_fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
@@ -956,9 +958,28 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		}
 		int v2 = st->kill_mechanism == LOCAL_KILL_CGROUP_V2;
 		r.child = local_spawn(command_entry, &p, v2 ? p.cg_fd : -1, &p.placed);
+		if (r.child > 0 && p.placed && !p.ran) {
+			/* Killed before it ran a single instruction: a command before it wrote
+			 * cgroup.kill of the cgroup it was kept from, and the kernel kills
+			 * whatever is born in such a cgroup. Once more in a new one. */
+			waitpid(r.child, NULL, 0);
+			close_fd(&p.cg_fd);
+			local_cg_remove(cg);
+			cg[0] = '\0';
+			r.child = -1;
+			rc = local_cg_exec_new(st, id, 0, cg, sizeof(cg), err);
+			if (rc == SBX_OK &&
+			    (p.cg_fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0)
+				r.child = local_spawn(command_entry, &p, p.cg_fd, &p.placed);
+			else if (rc == SBX_OK)
+				rc = h->set_error(err, SBX_E_IO, "local: exec: %s: %s", cg,
+						  strerror(errno));
+		}
 		int saved = errno;
 		local_join_fork_end(&join);
 		errno = saved;
+		if (rc != SBX_OK)
+			goto out;
 		if (r.child > 0 && rep.stage != 0)
 			got = (ssize_t)sizeof(rep);
 	}
@@ -1134,7 +1155,7 @@ out:
 	close_child_ends(&p);
 	local_join_close(&join);
 	if (cg[0])
-		local_cg_remove(cg);
+		local_cg_exec_done(st, cg, kill_tree);
 	free(argv);
 	strv_free(&env);
 	return rc;

@@ -29,6 +29,7 @@ static void kill_sandbox(const local_state *st, const char *id)
 		local_iso_destroy(st, id); /* its init: the kernel kills the rest */
 	if (local_cg_sandbox_path(st, id, cg, sizeof(cg)) == SBX_OK && access(cg, F_OK) == 0) {
 		local_cg_kill(st, cg);
+		local_cg_spares_drop(st, id);
 		local_cg_remove(cg);
 	}
 	if (st->iso.level == LOCAL_ISO_NAMESPACES)

@@ -202,6 +202,7 @@ fail:
 static void local_fini(void *state)
 {
 	local_state *st = state;
+	local_cg_spares_drop(st, NULL);
 	local_iso_fini(st);
 	local_strv_free(st->passthrough);
 	sbxs_host->free(st);

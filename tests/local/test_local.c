@@ -370,6 +370,83 @@ Test(local_exec, born_in_exec_cgroup_freezer)
 	check_born_in_exec_cgroup("cgroup-v1-freezer", ":freezer");
 }
 
+/* The v2 cgroup the last command ran in, from its /proc/self/cgroup ("0::/sbx/..."). */
+static void exec_cgroup(const char *id, const char *extra, char *out, size_t cap)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s%ssed -n 's/^0:://p' /proc/self/cgroup", extra ? extra : "",
+		 extra ? "\n" : "");
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, cmd, 0, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_eq(o.exit_code, 0, "%s: %s", cmd, c.errs);
+	cr_assert(c.n_out > 1 && c.out[c.n_out - 1] == '\n', "%s", c.out);
+	c.out[c.n_out - 1] = '\0';
+	cr_assert(strchr(c.out, '\n') == NULL, "%s", c.out);
+	cr_assert_lt(c.n_out, cap, "%s", c.out);
+	memcpy(out, c.out, c.n_out);
+}
+
+/* cgroup v2: a command is born in the exec cgroup an earlier command of this process left
+ * empty and clean (a fresh cgroup's first process costs the spawn), never in one something
+ * still runs in or that a command put a cgroup below; destroy leaves none of them. */
+Test(local_exec, exec_cgroup_reused_when_empty_and_clean)
+{
+	load("cgroup-v2");
+	const char *mnt = access("/sys/fs/cgroup/unified/cgroup.procs", F_OK) == 0
+			      ? "/sys/fs/cgroup/unified"
+			      : "/sys/fs/cgroup";
+	char id[64], first[512], again[512], busy[512], after_busy[512], nested[512], last[512];
+	create(id);
+	exec_cgroup(id, NULL, first, sizeof(first));
+	char want[200];
+	snprintf(want, sizeof(want), "/%s/e%ld-", id, (long)getpid());
+	cr_assert(strstr(first, want), "%s", first);
+	exec_cgroup(id, NULL, again, sizeof(again));
+	cr_assert_str_eq(again, first);
+	/* Something left running keeps its cgroup: the next command gets another. */
+	exec_cgroup(id, "setsid sleep 300 </dev/null >/dev/null 2>&1 &", busy, sizeof(busy));
+	cr_assert_str_eq(busy, first);
+	exec_cgroup(id, NULL, after_busy, sizeof(after_busy));
+	cr_assert_str_neq(after_busy, busy);
+	/* A cgroup a command made below its own: not reused either. */
+	char mk[700];
+	snprintf(mk, sizeof(mk), "mkdir \"%s$(sed -n 's/^0:://p' /proc/self/cgroup)/sub\"", mnt);
+	exec_cgroup(id, mk, nested, sizeof(nested));
+	cr_assert_str_eq(nested, after_busy);
+	exec_cgroup(id, NULL, last, sizeof(last));
+	cr_assert_str_neq(last, nested);
+	cr_assert_str_neq(last, busy);
+	/* A cgroup killed at a timeout is not reused: the kernel would kill whatever is born in
+	 * it. */
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, "sleep 30", 300, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_eq(o.timed_out, 1);
+	char after_timeout[512];
+	exec_cgroup(id, NULL, after_timeout, sizeof(after_timeout));
+	cr_assert_str_neq(after_timeout, last);
+	/* Nor is one whose command killed it itself: the next command is started again in a
+	 * new cgroup and runs as usual. */
+	snprintf(mk, sizeof(mk),
+		 "echo 1 >\"%s$(sed -n 's/^0:://p' /proc/self/cgroup)/cgroup.kill\"", mnt);
+	cr_assert_eq(run(id, mk, 0, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_eq(o.signal, SIGKILL, "exit %d: %s", o.exit_code, c.errs);
+	cr_assert_eq(run(id, "echo alive; sed -n 's/^0:://p' /proc/self/cgroup", 0, &c, &o), SBX_OK,
+		     "%s", err.message);
+	cr_assert_eq(o.exit_code, 0, "signal %d: %s", o.signal, c.errs);
+	cr_assert(strncmp(c.out, "alive\n", 6) == 0, "%s", c.out);
+	cr_assert(strstr(c.out + 6, want), "%s", c.out);
+	cr_assert(strncmp(c.out + 6, after_timeout, strlen(after_timeout)) != 0, "%s", c.out);
+	char sandbox_cg[700];
+	snprintf(sandbox_cg, sizeof(sandbox_cg), "%s%s", mnt, last);
+	*strrchr(sandbox_cg, '/') = '\0';
+	cr_assert_eq(access(sandbox_cg, F_OK), 0, "%s", sandbox_cg);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
+	cr_assert_neq(access(sandbox_cg, F_OK), 0, "%s is left after destroy", sandbox_cg);
+	unload();
+}
+
 /* Starting a command does not copy the caller: after an exec, writing again to every page of
  * a 64 MiB ballast takes no page faults (after a fork each page would fault once, to undo
  * the copy-on-write protection fork put on it). */
