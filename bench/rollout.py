@@ -3,8 +3,9 @@
     rollout.py asynchost N T          sbx.AsyncHost: N coroutines, at most T at once
     rollout.py nexau N T CHECKOUT     NexAU's LocalSandboxManager on T threads
 
-Each task runs $SBX_BENCH_COMMANDS (default 1) commands. Prints "elapsed SECONDS" for the tasks alone (the interpreter's start and the imports are
-left out, as a harness pays them once). Exits 1 when a task's output is not "hi\n".
+Each task runs $SBX_BENCH_COMMANDS (default 1) commands. Prints "elapsed SECONDS" for the
+tasks alone (the interpreter's start and the imports are left out, as a harness pays them
+once). Exits 1 when a task's output is not "hi\n".
 """
 import asyncio
 import os

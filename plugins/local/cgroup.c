@@ -255,6 +255,18 @@ static char *spare_take(size_t i)
 	return s;
 }
 
+/* Takes the newest kept cgroup whose path starts with the n bytes of prefix, or NULL. */
+static char *spare_take_matching(const char *prefix, size_t n)
+{
+	char *s = NULL;
+	pthread_mutex_lock(&spares_lock);
+	for (size_t i = n_spares; i-- > 0 && !s;)
+		if (strncmp(spares[i], prefix, n) == 0)
+			s = spare_take(i);
+	pthread_mutex_unlock(&spares_lock);
+	return s;
+}
+
 /* A kept cgroup of this sandbox into buf: 1 when there was one that still exists. */
 static int spare_reuse(const local_state *st, const char *id, char *buf, size_t cap)
 {
@@ -262,24 +274,17 @@ static int spare_reuse(const local_state *st, const char *id, char *buf, size_t 
 	int n = snprintf(prefix, sizeof(prefix), "%s/%s/e", st->cg_root, id);
 	if (n < 0 || (size_t)n >= sizeof(prefix))
 		return 0;
-	for (;;) {
-		char *s = NULL;
-		pthread_mutex_lock(&spares_lock);
-		for (size_t i = n_spares; i-- > 0;)
-			if (strncmp(spares[i], prefix, (size_t)n) == 0) {
-				s = spare_take(i);
-				break;
-			}
-		pthread_mutex_unlock(&spares_lock);
-		if (!s)
-			return 0;
-		int ok = strlen(s) < cap && access(s, F_OK) == 0;
+	char *s;
+	while ((s = spare_take_matching(prefix, (size_t)n))) {
+		size_t len = strlen(s);
+		int ok = len < cap && access(s, F_OK) == 0;
 		if (ok)
-			memcpy(buf, s, strlen(s) + 1);
+			memcpy(buf, s, len + 1);
 		free(s);
 		if (ok)
 			return 1;
 	}
+	return 0;
 }
 
 /* 1 when the exec cgroup at path can take the next exec's command as it is. */
@@ -319,15 +324,8 @@ void local_cg_spares_drop(const local_state *st, const char *id)
 		   : snprintf(prefix, sizeof(prefix), "%s/", st->cg_root);
 	if (n < 0 || (size_t)n >= sizeof(prefix) || !st->cg_root[0])
 		return;
-	for (;;) {
-		char *s = NULL;
-		pthread_mutex_lock(&spares_lock);
-		for (size_t i = 0; i < n_spares && !s; i++)
-			if (strncmp(spares[i], prefix, (size_t)n) == 0)
-				s = spare_take(i);
-		pthread_mutex_unlock(&spares_lock);
-		if (!s)
-			return;
+	char *s;
+	while ((s = spare_take_matching(prefix, (size_t)n))) {
 		rmdir(s);
 		free(s);
 	}
