@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runner.h"
@@ -34,6 +35,7 @@ static sbx__rjob *ready;         /* reader only: the request the last frame comp
 static unsigned waiting;         /* under lock: workers waiting for the reader role */
 static unsigned char *frame_buf; /* reader only */
 static int host_pidfd = -1;
+static pthread_cond_t unlisted = PTHREAD_COND_INITIALIZER; /* a job left `jobs` */
 
 static void fatal(const char *fmt, const char *detail)
 {
@@ -58,6 +60,7 @@ static void unlist_locked(sbx__rjob *j)
 	for (sbx__rjob **at = &jobs; *at; at = &(*at)->next)
 		if (*at == j) {
 			*at = j->next;
+			pthread_cond_broadcast(&unlisted);
 			return;
 		}
 }
@@ -233,10 +236,17 @@ static void frame(const sbx__frame_hdr *h, const unsigned char *p, size_t n)
 }
 
 /* The host closed the connection: unload the plugin and end, unless calls are still under
- * way (then the host is gone, not done). */
+ * way (then the host is gone, not done). A worker sends its reply before it takes its job off
+ * the list, so a host that ends as soon as it has its last reply can close in between: such
+ * jobs get up to 2 s to come off before the runner counts them as under way. */
 static void closed(void)
 {
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
 	pthread_mutex_lock(&lock);
+	while (jobs && pthread_cond_timedwait(&unlisted, &lock, &until) == 0)
+		;
 	int busy = jobs != NULL;
 	pthread_mutex_unlock(&lock);
 	if (busy)
