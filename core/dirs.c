@@ -1,10 +1,13 @@
 /* Folders the library makes and removes: the state dir, per-call output folders, the plugins'
  * folder. */
+#include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -38,16 +41,48 @@ int sbx__mkdirs(const char *path)
 	return mkdirs_in(buf);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+/* Empties the folder open at fd (and closes it), everything below it included. The listing
+ * comes straight from getdents64 into a buffer on the stack (opendir would add a 32 KiB
+ * allocation and three system calls per folder, and a destroy removes a few). A file costs
+ * one unlinkat and no stat: the listing says what each entry is, and unlinkat's EISDIR catches
+ * a folder that replaced a file since. Symlinks are removed, never followed (O_NOFOLLOW).
+ * The spool's trees are two levels deep; past 16 a folder is left (and its parent with it). */
+static void empty_folder(int fd, int depth)
 {
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
+	char buf[4096] __attribute__((aligned(8)));
+	long n;
+	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long at = 0; at < n;) {
+			const struct dirent64 *e = (const struct dirent64 *)(buf + at);
+			at += e->d_reclen;
+			const char *name = e->d_name;
+			if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+				continue;
+			if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN &&
+			    unlinkat(fd, name, 0) == 0)
+				continue;
+			int sub =
+			    depth < 16
+				? openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+				: -1;
+			if (sub >= 0) {
+				empty_folder(sub, depth + 1);
+				unlinkat(fd, name, AT_REMOVEDIR);
+			} else {
+				unlinkat(fd, name, 0);
+			}
+		}
+	}
+	close(fd);
 }
 
 void sbx__remove_tree(const char *path)
 {
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		unlink(path);
+		return;
+	}
+	empty_folder(fd, 0);
+	rmdir(path);
 }

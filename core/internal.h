@@ -359,7 +359,5 @@ int sbx__id_split(const char *id, char *alias_buf, size_t alias_cap, const char 
 /* Starts opts as a background job of sandbox id; its id goes into job_id[SBX_JOB_ID_MAX]. */
 int sbx__job_start(sbx_host *h, const char *id, const sbx_exec_opts *opts, char *job_id,
 		   sbx_error *err);
-/* Forgets the job rows of a destroyed sandbox. */
-void sbx__jobs_forget(sbx_host *h, const char *id);
 
 #endif

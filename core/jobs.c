@@ -824,10 +824,3 @@ int sbx__job_start(sbx_host *h, const char *id, const sbx_exec_opts *opts, char 
 	sbx__free(cmd);
 	return rc;
 }
-
-void sbx__jobs_forget(sbx_host *h, const char *id)
-{
-	sbx__ledger *led = NULL;
-	if (sbx__host_ledger(h, &led, NULL) == SBX_OK)
-		sbx__ledger_jobs_forget(led, id, NULL);
-}

@@ -755,6 +755,23 @@ int sbx__ledger_set_state(sbx__ledger *led, const char *id, const char *state, s
 				state, now(), id));
 }
 
+int sbx__ledger_gone(sbx__ledger *led, const char *id, sbx_error *err)
+{
+	take(led);
+	int rc = batch_begin(led, err);
+	if (rc != SBX_OK) {
+		give(led);
+		return rc;
+	}
+	rc = run_locked(led, err, "update state",
+			"UPDATE sandboxes SET state = 'gone', updated = ? WHERE id = ?", "is",
+			now(), id);
+	if (rc == SBX_OK)
+		rc = run_locked(led, err, "forget jobs", "DELETE FROM jobs WHERE sandbox_id = ?",
+				"s", id);
+	return changed(led, batch_end(led, rc, err));
+}
+
 int sbx__ledger_set_expiry(sbx__ledger *led, const char *id, int64_t expires, sbx_error *err)
 {
 	return run(led, err, "update expiry",
@@ -1102,12 +1119,6 @@ int sbx__ledger_job_put(sbx__ledger *led, const sbx__job_row *r, sbx_error *err)
 int sbx__ledger_job_delete(sbx__ledger *led, const char *job_id, sbx_error *err)
 {
 	return run(led, err, "forget job", "DELETE FROM jobs WHERE job_id = ?", "s", job_id);
-}
-
-int sbx__ledger_jobs_forget(sbx__ledger *led, const char *sandbox_id, sbx_error *err)
-{
-	return run(led, err, "forget jobs", "DELETE FROM jobs WHERE sandbox_id = ?", "s",
-		   sandbox_id);
 }
 
 int sbx__ledger_jobs(sbx__ledger *led, const char *sandbox_id, sbx__job_row **rows, size_t *n,

@@ -125,6 +125,8 @@ int sbx__ledger_finish(sbx__ledger *led, const char *token, const char *state, c
 int sbx__ledger_find(sbx__ledger *led, const char *id, sbx__ledger_row *out, sbx_error *err);
 /* Sets the state of the row with this sandbox id. A missing row is not an error. */
 int sbx__ledger_set_state(sbx__ledger *led, const char *id, const char *state, sbx_error *err);
+/* A destroyed sandbox: its row 'gone' and its jobs' rows dropped, in one write. */
+int sbx__ledger_gone(sbx__ledger *led, const char *id, sbx_error *err);
 /* Sets the expiry of the row with this sandbox id. */
 int sbx__ledger_set_expiry(sbx__ledger *led, const char *id, int64_t expires, sbx_error *err);
 /* Removes rows in state gone or failed older than `before` (unix seconds). */
@@ -200,8 +202,6 @@ typedef struct sbx__job_row {
 /* Inserts or updates the row of r->job_id. */
 int sbx__ledger_job_put(sbx__ledger *led, const sbx__job_row *r, sbx_error *err);
 int sbx__ledger_job_delete(sbx__ledger *led, const char *job_id, sbx_error *err);
-/* Removes every job row of the sandbox (it was destroyed). */
-int sbx__ledger_jobs_forget(sbx__ledger *led, const char *sandbox_id, sbx_error *err);
 /* The sandbox's job rows, oldest first; *rows from sbx__alloc (free with sbx__free). */
 int sbx__ledger_jobs(sbx__ledger *led, const char *sandbox_id, sbx__job_row **rows, size_t *n,
 		     sbx_error *err);

@@ -44,7 +44,10 @@ typedef struct utf8_dec {
 
 /* A stream keeps bytes, not characters: its first head_cap bytes (where the first head_max
  * characters are) and a ring of its last ring_cap bytes (where the last tail_chars are, plus
- * a few bytes of slack for a sequence straddling the ring's start). Bytes are counted as
+ * a few bytes of slack for a sequence straddling the ring's start). Both start small and grow
+ * to their caps only as output comes (most commands print a line or two, and 120 KB of fresh
+ * buffers per call cost page faults and heap growth at rollout rates); the ring does not wrap
+ * before it has all of ring_cap. Bytes are counted as
  * characters once, a word at a time, as they leave the ring; only the head and the ring are
  * split into characters, once, when the result is built. */
 typedef struct spool_stream {
@@ -54,9 +57,9 @@ typedef struct spool_stream {
 	uint64_t stored;  /* in the file */
 	uint64_t dropped; /* past output_max_bytes */
 	unsigned char *head;
-	size_t head_cap, head_len;
+	size_t head_cap, head_len, head_room; /* room: allocated, up to head_cap */
 	unsigned char *ring;
-	size_t ring_cap, ring_start, ring_len;
+	size_t ring_cap, ring_start, ring_len, ring_room;
 	uint64_t chars_before; /* characters completed before the ring's start */
 	utf8_dec dec;          /* the decoder there */
 } spool_stream;
@@ -240,22 +243,48 @@ static void ring_drop(spool_stream *st, size_t k)
 	st->ring_len -= k;
 }
 
-/* Keeps what the display copy may need of a chunk: the head's share and the ring's. */
-static void feed(spool_stream *st, const unsigned char *p, size_t n)
+#define SPOOL_FIRST_ROOM 1024u
+
+/* Grows *buf (room bytes, plus one for a NUL) to hold `need` bytes, doubling up to cap. */
+static int grow(unsigned char **buf, size_t *room, size_t need, size_t cap)
 {
-	if (st->head_len < st->head_cap) {
-		size_t h = st->head_cap - st->head_len < n ? st->head_cap - st->head_len : n;
+	if (need <= *room)
+		return 0;
+	size_t n = *room ? *room : SPOOL_FIRST_ROOM;
+	while (n < need)
+		n = n > cap / 2 ? cap : n * 2;
+	if (n > cap)
+		n = cap;
+	unsigned char *b = sbx__realloc(*buf, n + 1);
+	if (!b)
+		return -1;
+	*buf = b;
+	*room = n;
+	return 0;
+}
+
+/* Keeps what the display copy may need of a chunk: the head's share and the ring's. -1 when
+ * a buffer could not grow (nothing was kept). */
+static int feed(spool_stream *st, const unsigned char *p, size_t n)
+{
+	size_t cap = st->ring_cap;
+	size_t h = st->head_cap - st->head_len < n ? st->head_cap - st->head_len : n;
+	if (grow(&st->head, &st->head_room, st->head_len + h, st->head_cap) != 0 ||
+	    grow(&st->ring, &st->ring_room, st->ring_len + n > cap ? cap : st->ring_len + n, cap) !=
+		0)
+		return -1;
+	if (h) {
 		memcpy(st->head + st->head_len, p, h);
 		st->head_len += h;
 	}
-	size_t cap = st->ring_cap;
 	if (n >= cap) {
 		ring_drop(st, st->ring_len);
 		st->chars_before += count_chars(&st->dec, p, n - cap);
-		memcpy(st->ring, p + n - cap, cap);
+		if (cap)
+			memcpy(st->ring, p + n - cap, cap);
 		st->ring_start = 0;
 		st->ring_len = cap;
-		return;
+		return 0;
 	}
 	if (st->ring_len + n > cap)
 		ring_drop(st, st->ring_len + n - cap);
@@ -264,6 +293,7 @@ static void feed(spool_stream *st, const unsigned char *p, size_t n)
 	memcpy(st->ring + at, p, first);
 	memcpy(st->ring, p + first, n - first);
 	st->ring_len += n;
+	return 0;
 }
 
 /* <state_dir>/calls/<id>, the id percent-encoded but for [A-Za-z0-9._-] so each id gets a
@@ -359,9 +389,8 @@ static int open_stream(struct sbx__spool *sp, spool_stream *st, const char *name
 	 * 3 bytes of one begun before them. Neither is zeroed: only bytes written are read. */
 	st->head_cap = sp->head_max * 4;
 	st->ring_cap = sp->tail_chars ? sp->tail_chars * 4 + 8 : 0;
-	st->head = sbx__alloc(st->head_cap + 1);
-	st->ring = sbx__alloc(st->ring_cap + 1);
-	if (!st->path || !st->head || !st->ring)
+	if (!st->path || grow(&st->head, &st->head_room, 1, st->head_cap) != 0 ||
+	    grow(&st->ring, &st->ring_room, 1, st->ring_cap) != 0)
 		return sbx__nomem(err, "exec");
 	st->fd = open(st->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (st->fd < 0)
@@ -454,7 +483,8 @@ int sbx__spool_write(void *spool, uint32_t stream, const void *data, size_t len)
 			st->stored += keep;
 		}
 	}
-	feed(st, data, len);
+	if (feed(st, data, len) != 0)
+		rc = SBX_E_NOMEM;
 	pthread_mutex_unlock(&sp->lock);
 	return rc;
 }

@@ -646,14 +646,23 @@ out:
 	return rc;
 }
 
-/* rm -r of name in dfd, never following symlinks. Returns 0 or an errno. */
-static int rm_rf_at(int dfd, const char *name)
+/* rm -r of name in dfd, never following symlinks; 0 or an errno. `type` is the entry's d_type
+ * as its folder listed it (DT_UNKNOWN: look): a file goes with one unlinkat and no stat. An
+ * entry replaced since is caught by unlinkat's EISDIR or openat's O_NOFOLLOW. */
+static int rm_rf_typed(int dfd, const char *name, unsigned char type)
 {
-	struct stat sb;
-	if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-		return errno;
-	if (!S_ISDIR(sb.st_mode))
-		return unlinkat(dfd, name, 0) == 0 ? 0 : errno;
+	if (type == DT_UNKNOWN) {
+		struct stat sb;
+		if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+			return errno;
+		type = S_ISDIR(sb.st_mode) ? DT_DIR : DT_REG;
+	}
+	if (type != DT_DIR) {
+		if (unlinkat(dfd, name, 0) == 0)
+			return 0;
+		if (errno != EISDIR)
+			return errno;
+	}
 	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
@@ -668,7 +677,7 @@ static int rm_rf_at(int dfd, const char *name)
 	while ((e = readdir(d))) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		int r = rm_rf_at(dirfd(d), e->d_name);
+		int r = rm_rf_typed(dirfd(d), e->d_name, e->d_type);
 		if (r != 0 && r != ENOENT && !first)
 			first = r;
 	}
@@ -676,6 +685,12 @@ static int rm_rf_at(int dfd, const char *name)
 	if (first)
 		return first;
 	return unlinkat(dfd, name, AT_REMOVEDIR) == 0 ? 0 : errno;
+}
+
+/* rm -r of name in dfd, never following symlinks. Returns 0 or an errno. */
+static int rm_rf_at(int dfd, const char *name)
+{
+	return rm_rf_typed(dfd, name, DT_UNKNOWN);
 }
 
 int local_rmtree(const char *path)

@@ -63,6 +63,48 @@ __asm__(".pushsection .text\n"
 	".popsection\n");
 #endif
 
+/* Child stacks are kept for the next spawn: an mmap and a munmap per command cost a TLB
+ * shootdown across every CPU the caller's threads run on. A stack is free again once clone
+ * returns (the child has execed or exited). At most STACKS_KEPT wait here; the module's
+ * destructor unmaps them. */
+#define STACKS_KEPT 32
+static pthread_mutex_t stacks_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *stacks[STACKS_KEPT];
+static size_t n_stacks;
+
+static void *stack_take(void)
+{
+	void *s = NULL;
+	pthread_mutex_lock(&stacks_lock);
+	if (n_stacks)
+		s = stacks[--n_stacks];
+	pthread_mutex_unlock(&stacks_lock);
+	if (s)
+		return s;
+	s = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+	return s == MAP_FAILED ? NULL : s;
+}
+
+static void stack_give(void *s)
+{
+	pthread_mutex_lock(&stacks_lock);
+	int kept = n_stacks < STACKS_KEPT;
+	if (kept)
+		stacks[n_stacks++] = s;
+	pthread_mutex_unlock(&stacks_lock);
+	if (!kept)
+		munmap(s, CHILD_STACK);
+}
+
+__attribute__((destructor)) static void stacks_unmap(void)
+{
+	pthread_mutex_lock(&stacks_lock);
+	while (n_stacks)
+		munmap(stacks[--n_stacks], CHILD_STACK);
+	pthread_mutex_unlock(&stacks_lock);
+}
+
 /* 1 until clone3 with CLONE_INTO_CGROUP has been refused once by this kernel. */
 static atomic_int clone3_works = 1;
 
@@ -78,9 +120,8 @@ void local_spawn_fence(void)
 pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 {
 	*placed = 0;
-	void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-	if (stack == MAP_FAILED)
+	void *stack = stack_take();
+	if (!stack)
 		return -1;
 	sigset_t all, old;
 	sigfillset(&all);
@@ -121,7 +162,7 @@ done:
 #endif
 	pthread_rwlock_unlock(&spawning);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	munmap(stack, CHILD_STACK);
+	stack_give(stack);
 	errno = saved;
 	return pid;
 }

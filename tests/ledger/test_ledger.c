@@ -305,6 +305,57 @@ Test(ledger, schema_from_a_newer_sbx_is_refused_with_advice)
 	cr_assert_str_eq(err.message, want);
 }
 
+static sbx__job_row job_for(const char *job_id, const char *sandbox_id)
+{
+	sbx__job_row j;
+	memset(&j, 0, sizeof(j));
+	snprintf(j.job_id, sizeof(j.job_id), "%s", job_id);
+	snprintf(j.sandbox_id, sizeof(j.sandbox_id), "%s", sandbox_id);
+	snprintf(j.state, sizeof(j.state), "running");
+	j.pid = 4242;
+	j.started_ms = 1000;
+	return j;
+}
+
+Test(ledger, gone_marks_the_row_and_drops_only_that_sandboxs_jobs)
+{
+	fresh_db("gone");
+	sbx__ledger *led = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
+	sbx__ledger_row a = row_for("tok-a"), b = row_for("tok-b");
+	cr_assert_eq(sbx__ledger_begin(led, &a, &err), SBX_OK);
+	cr_assert_eq(sbx__ledger_begin(led, &b, &err), SBX_OK);
+	cr_assert_eq(sbx__ledger_confirm(led, "tok-a", "local:aa", &err), SBX_OK);
+	cr_assert_eq(sbx__ledger_confirm(led, "tok-b", "local:bb", &err), SBX_OK);
+	const char *jobs[][2] = {{"j1", "local:aa"}, {"j2", "local:aa"}, {"j3", "local:bb"}};
+	for (size_t i = 0; i < 3; i++) {
+		sbx__job_row j = job_for(jobs[i][0], jobs[i][1]);
+		cr_assert_eq(sbx__ledger_job_put(led, &j, &err), SBX_OK, "%s", err.message);
+	}
+	cr_assert_eq(sbx__ledger_gone(led, "local:aa", &err), SBX_OK, "%s", err.message);
+	/* An id with no row is not an error: the destroy of a sandbox the ledger never saw. */
+	cr_assert_eq(sbx__ledger_gone(led, "local:none", &err), SBX_OK, "%s", err.message);
+	sbx__ledger_close(led);
+
+	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK);
+	sbx__ledger_row r;
+	cr_assert_eq(sbx__ledger_find(led, "local:aa", &r, &err), SBX_OK);
+	cr_assert_str_eq(r.state, "gone");
+	cr_assert_eq(sbx__ledger_find(led, "local:bb", &r, &err), SBX_OK);
+	cr_assert_str_eq(r.state, "running");
+	sbx__job_row *rows = NULL;
+	size_t n = 99;
+	cr_assert_eq(sbx__ledger_jobs(led, "local:aa", &rows, &n, &err), SBX_OK);
+	cr_assert_eq(n, 0);
+	sbx__free(rows);
+	cr_assert_eq(sbx__ledger_jobs(led, "local:bb", &rows, &n, &err), SBX_OK);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(rows[0].job_id, "j3");
+	sbx__free(rows);
+	sbx__ledger_close(led);
+}
+
 Test(ledger, gc_claims_only_a_row_unchanged_since_it_was_read)
 {
 	fresh_db("claim");

@@ -648,6 +648,43 @@ Test(spool, forget_removes_every_call_of_the_sandbox)
 	sbx_exec_result_free(r);
 }
 
+/* What a call's folder holds may be anything by the time the sandbox goes (the host user can
+ * put things there): links are removed, never followed, and nested folders and special files
+ * go with the rest. */
+Test(spool, forget_removes_links_and_nested_folders_never_a_links_target)
+{
+	sbx__spool *sp = new_spool(NULL);
+	sbx_exec_result *r = finish(sp);
+	char outside[600], path[700], target[700];
+	snprintf(outside, sizeof(outside), "%s/outside-%d", state, seq);
+	cr_assert_eq(mkdir(outside, 0700), 0, "%s", strerror(errno));
+	snprintf(target, sizeof(target), "%s/keep.txt", outside);
+	FILE *f = fopen(target, "w");
+	cr_assert_not_null(f);
+	fputs("keep", f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/to-dir", dir);
+	cr_assert_eq(symlink(outside, path), 0);
+	snprintf(path, sizeof(path), "%s/to-file", dir);
+	cr_assert_eq(symlink(target, path), 0);
+	snprintf(path, sizeof(path), "%s/a", dir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/a/b", dir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/a/b/fifo", dir);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	char id[64];
+	snprintf(id, sizeof(id), "t:box-%d", seq);
+	sbx__spool_forget(state, id);
+	struct stat st;
+	cr_assert_eq(stat(calls, &st), -1, "%s is still there", calls);
+	cr_assert_eq(stat(target, &st), 0, "the link's target %s went too", target);
+	cr_assert_eq(st.st_size, 4);
+	unlink(target);
+	rmdir(outside);
+	sbx_exec_result_free(r);
+}
+
 Test(spool, job_result_has_the_job_and_empty_text)
 {
 	sbx_exec_result *r = NULL;
