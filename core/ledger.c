@@ -306,6 +306,21 @@ static void release(sbx__ledger *led, sqlite3_stmt *st)
 	sqlite3_finalize(st);
 }
 
+/* BEGIN and COMMIT of a batch stay prepared too: sqlite3_exec would parse them at every use. */
+static const char sql_begin[] = "BEGIN IMMEDIATE";
+static const char sql_commit[] = "COMMIT";
+
+/* Runs a cached statement without parameters (sql_begin, sql_commit). Under led->lock. */
+static int exec_kept(sbx__ledger *led, const char *sql, sbx_error *err)
+{
+	sqlite3_stmt *st = prepared(led, sql);
+	if (!st)
+		return db_error(led, err, sql);
+	int rc = sqlite3_step(st) == SQLITE_DONE ? SBX_OK : db_error(led, err, sql);
+	release(led, st);
+	return rc;
+}
+
 /* Runs one statement with parameters given as a format: 's' text, 'i' int64, 'b' blob (a
  * pointer and a size_t length), 'd' double. *changes (may be NULL) gets the rows it changed.
  * The caller holds led->lock. */
@@ -379,7 +394,7 @@ static void finish_batch(sbx__ledger *led, int rc, const char *message)
 	char msg[sizeof(((sbx_error *)0)->message)] = "";
 	if (rc == SBX_OK) {
 		sbx_error e = {0};
-		rc = exec_sql(led, "COMMIT", &e);
+		rc = exec_kept(led, sql_commit, &e);
 		snprintf(msg, sizeof(msg), "%s", e.message);
 	} else {
 		snprintf(msg, sizeof(msg), "%s", message);
@@ -411,7 +426,7 @@ static int batch_begin(sbx__ledger *led, sbx_error *err)
 {
 	if (led->in_tx)
 		return SBX_OK;
-	int rc = exec_sql(led, "BEGIN IMMEDIATE", err);
+	int rc = exec_kept(led, sql_begin, err);
 	if (rc == SBX_OK) {
 		led->in_tx = 1;
 		led->tx_started_us = mono_us();

@@ -231,12 +231,13 @@ int local_cg_sandbox(const local_state *st, const char *id, sbx_error *err)
 	return SBX_OK;
 }
 
-/* Exec cgroups this process emptied, kept for its next exec in the same sandbox (cgroup v2).
- * A fresh cgroup's first process costs its spawn and exit 0.4-1 ms of system time on the
- * kernels measured here (bench/README), while a cgroup that has held processes before takes
- * new ones at no extra cost; rmdir and mkdir go as well. A kept cgroup is empty, not frozen
- * and has no cgroup below it; it is named for this process, like every exec cgroup it made,
- * so nobody else puts a process in it, and a destroy removes it with the sandbox's tree.
+/* Exec cgroups of this process's finished commands, kept for its next exec in the same
+ * sandbox (cgroup v2). A fresh cgroup's first process costs its spawn and exit extra system
+ * time on the kernels measured here (a new css_set; bench/README), one used a moment ago
+ * does not, and rmdir and mkdir go as well. One is taken only while it is empty, not frozen
+ * and has no cgroup below it (looked at when taken, so a sandbox that runs one command never
+ * reads it); it is named for this process, like every exec cgroup it made, so nobody else
+ * puts a process in it, and a destroy removes it with the sandbox's tree.
  * A cgroup that was killed is never kept: the kernels measured here kill every process born
  * into a cgroup once cgroup.kill has been written to it (exec.c starts the command again in
  * a new cgroup if its own command wrote it).
@@ -267,27 +268,8 @@ static char *spare_take_matching(const char *prefix, size_t n)
 	return s;
 }
 
-/* A kept cgroup of this sandbox into buf: 1 when there was one that still exists. */
-static int spare_reuse(const local_state *st, const char *id, char *buf, size_t cap)
-{
-	char prefix[700];
-	int n = snprintf(prefix, sizeof(prefix), "%s/%s/e", st->cg_root, id);
-	if (n < 0 || (size_t)n >= sizeof(prefix))
-		return 0;
-	char *s;
-	while ((s = spare_take_matching(prefix, (size_t)n))) {
-		size_t len = strlen(s);
-		int ok = len < cap && access(s, F_OK) == 0;
-		if (ok)
-			memcpy(buf, s, len + 1);
-		free(s);
-		if (ok)
-			return 1;
-	}
-	return 0;
-}
-
-/* 1 when the exec cgroup at path can take the next exec's command as it is. */
+/* 1 when the exec cgroup at path can take the next exec's command as it is (a missing one
+ * cannot). */
 static int reusable(const char *path)
 {
 	char ev[256] = "", stat[512] = "";
@@ -297,10 +279,36 @@ static int reusable(const char *path)
 	       strstr(stat, "nr_descendants 0\n");
 }
 
+/* A kept cgroup of this sandbox that can take a command into buf: 1 when there was one. Kept
+ * ones that cannot (leftovers still run there, or it is gone) are removed as they are met
+ * (one still populated stays for the destroy to kill). */
+static int spare_reuse(const local_state *st, const char *id, char *buf, size_t cap)
+{
+	char prefix[700];
+	int n = snprintf(prefix, sizeof(prefix), "%s/%s/e", st->cg_root, id);
+	if (n < 0 || (size_t)n >= sizeof(prefix))
+		return 0;
+	char *s;
+	while ((s = spare_take_matching(prefix, (size_t)n))) {
+		size_t len = strlen(s);
+		int ok = len < cap && reusable(s);
+		if (ok)
+			memcpy(buf, s, len + 1);
+		else
+			local_cg_remove(s);
+		free(s);
+		if (ok)
+			return 1;
+	}
+	return 0;
+}
+
 void local_cg_exec_done(const local_state *st, const char *path, int killed)
 {
 	char *keep = NULL, *evicted = NULL;
-	if (!killed && st->kill_mechanism == LOCAL_KILL_CGROUP_V2 && reusable(path))
+	/* Whether it can be used again is looked at when a next exec wants it: a sandbox that
+	 * runs one command is destroyed with its cgroup unread. */
+	if (!killed && st->kill_mechanism == LOCAL_KILL_CGROUP_V2)
 		keep = strdup(path);
 	if (!keep) {
 		local_cg_remove(path);

@@ -54,13 +54,10 @@ int local_write_all(int fd, const char *p, size_t len)
 int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err)
 {
 	const sbx_host_api *h = sbxs_host;
-	char path[1200], tmp[1210];
+	char path[1200];
 	int rc;
 	int n = snprintf(path, sizeof(path), "%s/meta.json", dir);
 	if (n < 0 || (size_t)n >= sizeof(path))
-		return h->set_error(err, SBX_E_INVAL, "local: create: metadata path too long");
-	n = snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (n < 0 || (size_t)n >= sizeof(tmp))
 		return h->set_error(err, SBX_E_INVAL, "local: create: metadata path too long");
 	rc = SBX_E_NOMEM;
 	json_t *root = json_object(), *labels = json_object(), *env = json_object();
@@ -85,15 +82,13 @@ int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *er
 	char *text = json_dumps(root, JSON_COMPACT);
 	if (!text)
 		goto nomem;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* Written in place: dir is the create's staging folder, which nobody reads before it is
+	 * renamed into place whole, so a torn file is never seen as a sandbox's. */
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	int bad = fd < 0 || local_write_all(fd, text, strlen(text)) != 0;
 	int e = errno;
 	free(text);
 	if (fd >= 0 && close(fd) != 0 && !bad) {
-		bad = 1;
-		e = errno;
-	}
-	if (!bad && rename(tmp, path) != 0) {
 		bad = 1;
 		e = errno;
 	}

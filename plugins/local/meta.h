@@ -17,7 +17,8 @@ int local_path(const local_state *st, const char *id, const char *suffix, char *
 	       sbx_error *err);
 /* Writes all of len bytes to fd, going on after a short write or EINTR; 0 or an errno. */
 int local_write_all(int fd, const char *p, size_t len);
-/* Writes DIR/meta.json (labels, env, created time) atomically. */
+/* Writes DIR/meta.json (labels, env, created time); DIR is a create's staging folder, made
+ * visible whole by its rename. */
 int local_meta_write(const char *dir, const sbx_create_spec *spec, sbx_error *err);
 /* Environment saved at create: a NULL-terminated array of "K=V" strings from malloc (free
  * with local_strv_free); *out NULL when there is none. */
