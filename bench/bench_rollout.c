@@ -12,7 +12,8 @@
  *              (NexAU's dependencies or stand-ins for them).
  * Each concurrency runs its kinds back to back, ROUNDS times, each round starting one kind
  * further along (so load drift lands on all alike), and prints the ratios to the floor and
- * the C API of the same round, the load average, and the median ratios. Targets (issue 19): rollout <= 1.2x the floor at concurrency 64,
+ * the C API of the same round, the load average, each kind's CPU per task (everything, the
+ * commands included, and the host process's alone where it is known apart), and the medians. Targets (issue 19): rollout <= 1.2x the floor at concurrency 64,
  * faster than NexAU; AsyncHost <= 1.1x the C API.
  *
  * `bench_rollout N ROUNDS T...` (defaults 1000 1 4 16 64). Sandboxes and the floor's folders
@@ -197,8 +198,9 @@ static double on_threads(void (*task)(int), int t)
 }
 
 /* Seconds for a child process, or the figure it prints as "elapsed SECONDS" (a Python run
- * times its tasks only, not its interpreter's start and imports). */
-static double run_child(char *const argv[])
+ * times its tasks only, not its interpreter's start and imports); a line "cpu HOST COMMANDS"
+ * (ms per task) goes into cpu_out[2] when cpu_out is not NULL. */
+static double run_child(char *const argv[], double *cpu_out)
 {
 	double t0 = now();
 	int p[2];
@@ -229,6 +231,12 @@ static double run_child(char *const argv[])
 		return -1;
 	}
 	const char *el = strstr(out, "elapsed ");
+	const char *cpu = strstr(out, "cpu ");
+	if (cpu && cpu_out) {
+		char *end;
+		cpu_out[0] = strtod(cpu + 4, &end);
+		cpu_out[1] = strtod(end, NULL);
+	}
 	return el ? strtod(el + 8, NULL) : t;
 }
 
@@ -277,35 +285,52 @@ static double self_cpu(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
-/* The calling process's CPU per task of the last in-process run, in ms. */
-static double cpu_ms[N_KINDS];
+/* CPU seconds of the children this process reaped (the commands, or a child kind's whole
+ * process tree). */
+static double children_cpu(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_CHILDREN, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Per task of each kind's last run, in ms: the CPU of the process doing the tasks (the host;
+ * -1 when not known apart, for `sbx rollout`) and of everything, the commands included. */
+static double cpu_ms[N_KINDS], total_ms[N_KINDS];
 
 static double run_kind(int k, setup *s)
 {
-	double c0 = self_cpu(), t;
+	double c0 = self_cpu(), k0 = children_cpu(), t, py_cpu[2] = {-1, -1};
+	cpu_ms[k] = total_ms[k] = -1;
 	switch (k) {
 	case K_FLOOR:
 		t = on_threads(floor_task, s->t);
-		cpu_ms[k] = (self_cpu() - c0) * 1000.0 / n_tasks;
-		return t;
+		break;
 	case K_CAPI:
 		for (int ph = 0; ph < N_PHASES; ph++) {
 			atomic_store(&phase_wall[ph], 0);
 			atomic_store(&phase_cpu[ph], 0);
 		}
 		t = on_threads(capi_task, s->t);
-		cpu_ms[k] = (self_cpu() - c0) * 1000.0 / n_tasks;
-		return t;
+		break;
 	case K_ROLLOUT: {
 		char *roll[] = {SBX_BENCH_CLI, "rollout",   "--concurrency",  s->ts,
 				"--output",    "/dev/null", (char *)s->tasks, NULL};
-		return run_child(roll);
+		t = run_child(roll, NULL);
+		total_ms[k] = (children_cpu() - k0) * 1000.0 / n_tasks;
+		return t;
 	}
 	case K_ASYNC: {
 		char *py[] = {"python3",   SBX_BENCH_SOURCE "/bench/rollout.py",
 			      "asynchost", s->ns,
 			      s->ts,       NULL};
-		return run_child(py);
+		t = run_child(py, py_cpu);
+		if (py_cpu[0] >= 0) {
+			cpu_ms[k] = py_cpu[0];
+			total_ms[k] = py_cpu[0] + py_cpu[1];
+		}
+		return t;
 	}
 	default: {
 		char *py[] = {(char *)(s->nexau_py ? s->nexau_py : "python3.12"),
@@ -315,9 +340,17 @@ static double run_kind(int k, setup *s)
 			      s->ts,
 			      (char *)s->nexau,
 			      NULL};
-		return run_child(py);
+		t = run_child(py, py_cpu);
+		if (py_cpu[0] >= 0) {
+			cpu_ms[k] = py_cpu[0];
+			total_ms[k] = py_cpu[0] + py_cpu[1];
+		}
+		return t;
 	}
 	}
+	cpu_ms[k] = (self_cpu() - c0) * 1000.0 / n_tasks;
+	total_ms[k] = cpu_ms[k] + (children_cpu() - k0) * 1000.0 / n_tasks;
+	return t;
 }
 
 static int by_value(const void *a, const void *b)
@@ -339,12 +372,15 @@ static double median(double *v, int n)
  * is taken within its round, and the summary gives their medians. */
 static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 {
-	static double secs[MAX_ROUNDS][N_KINDS];
+	static double secs[MAX_ROUNDS][N_KINDS], tot[MAX_ROUNDS][N_KINDS],
+	    hcpu[MAX_ROUNDS][N_KINDS];
 	for (int r = 0; r < rounds; r++) {
 		double l0 = load_average();
 		for (int j = 0; j < n_kinds; j++) {
 			int k = kinds[(j + r) % n_kinds];
 			secs[r][k] = run_kind(k, s);
+			tot[r][k] = secs[r][k] >= 0 ? total_ms[k] : -1;
+			hcpu[r][k] = secs[r][k] >= 0 ? cpu_ms[k] : -1;
 		}
 		printf("concurrency %d, round %d (load average %.1f -> %.1f)\n", s->t, r + 1, l0,
 		       load_average());
@@ -359,8 +395,10 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 			       secs[r][k], n_tasks / secs[r][k], secs[r][k] / fl);
 			if (k == K_ROLLOUT || k == K_ASYNC)
 				printf("  %.2fx the C API", secs[r][k] / capi);
-			if (k == K_FLOOR || k == K_CAPI)
-				printf("  host CPU %.2f ms/task", cpu_ms[k]);
+			if (total_ms[k] >= 0)
+				printf("  CPU %.2f ms/task", total_ms[k]);
+			if (cpu_ms[k] >= 0)
+				printf(" (host %.2f)", cpu_ms[k]);
 			printf("\n");
 		}
 		static const char *const ph_names[N_PHASES] = {"create", "exec", "destroy"};
@@ -390,6 +428,25 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 					v[n++] = secs[r][k] / secs[r][K_CAPI];
 			printf(" (%.2fx C API)", median(v, n));
 		}
+		printf(";");
+	}
+	/* CPU does not wait for a core: on a machine whose speed drifts between runs it ranks
+	 * the kinds more steadily than their wall times. */
+	printf("\nconcurrency %d, median CPU per task (host):", s->t);
+	for (int j = 0; j < n_kinds; j++) {
+		double v[MAX_ROUNDS], w[MAX_ROUNDS];
+		int k = kinds[j], n = 0, m = 0;
+		for (int r = 0; r < rounds; r++) {
+			if (tot[r][k] >= 0)
+				v[n++] = tot[r][k];
+			if (hcpu[r][k] >= 0)
+				w[m++] = hcpu[r][k];
+		}
+		if (n == 0)
+			continue;
+		printf("  %s %.2f ms", kind_names[k], median(v, n));
+		if (m)
+			printf(" (%.2f)", median(w, m));
 		printf(";");
 	}
 	printf("\n");

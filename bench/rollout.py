@@ -5,10 +5,12 @@
 
 Each task runs $SBX_BENCH_COMMANDS (default 1) commands. Prints "elapsed SECONDS" for the
 tasks alone (the interpreter's start and the imports are left out, as a harness pays them
-once). Exits 1 when a task's output is not "hi\n".
+once), and "cpu HOST COMMANDS": the CPU milliseconds per task of this process and of the
+commands it reaped over the same span. Exits 1 when a task's output is not "hi\n".
 """
 import asyncio
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -76,15 +78,29 @@ def run_nexau(n, t, checkout):
     return elapsed, bad
 
 
+def cpu_seconds():
+    """CPU seconds of this process and of the children it reaped."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
 def main():
     kind, n, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    if kind not in ("asynchost", "nexau"):
+        sys.exit(f"rollout.py: unknown kind {kind}")
+    if kind == "nexau":
+        # NexAU's imports, before the span measured (run_nexau imports them again: cached).
+        sys.path.insert(0, sys.argv[4])
+        import nexau.archs.sandbox.local_sandbox  # noqa: F401
+    host0, kids0 = cpu_seconds()
     if kind == "asynchost":
         elapsed, bad = run_asynchost(n, t)
-    elif kind == "nexau":
-        elapsed, bad = run_nexau(n, t, sys.argv[4])
     else:
-        sys.exit(f"rollout.py: unknown kind {kind}")
+        elapsed, bad = run_nexau(n, t, sys.argv[4])
+    host1, kids1 = cpu_seconds()
     print(f"elapsed {elapsed:.3f}")
+    print(f"cpu {(host1 - host0) * 1000 / n:.3f} {(kids1 - kids0) * 1000 / n:.3f}")
     if bad:
         print(f"rollout.py: {bad} tasks printed something else", file=sys.stderr)
         sys.exit(1)
