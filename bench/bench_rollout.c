@@ -326,11 +326,7 @@ static double run_kind(int k, setup *s)
 			      "asynchost", s->ns,
 			      s->ts,       NULL};
 		t = run_child(py, py_cpu);
-		if (py_cpu[0] >= 0) {
-			cpu_ms[k] = py_cpu[0];
-			total_ms[k] = py_cpu[0] + py_cpu[1];
-		}
-		return t;
+		break;
 	}
 	default: {
 		char *py[] = {(char *)(s->nexau_py ? s->nexau_py : "python3.12"),
@@ -341,12 +337,15 @@ static double run_kind(int k, setup *s)
 			      (char *)s->nexau,
 			      NULL};
 		t = run_child(py, py_cpu);
+		break;
+	}
+	}
+	if (k == K_ASYNC || k == K_NEXAU) { /* what the Python run says of its tasks' span */
 		if (py_cpu[0] >= 0) {
 			cpu_ms[k] = py_cpu[0];
 			total_ms[k] = py_cpu[0] + py_cpu[1];
 		}
 		return t;
-	}
 	}
 	cpu_ms[k] = (self_cpu() - c0) * 1000.0 / n_tasks;
 	total_ms[k] = cpu_ms[k] + (children_cpu() - k0) * 1000.0 / n_tasks;

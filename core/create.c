@@ -290,10 +290,7 @@ int sbx_destroy(sbx_host *host, const char *id, sbx_error *err)
 			sbx__ledger_undelete(led, id, &self, &lerr);
 		return rc;
 	}
-	/* Best effort after the fact: the backend's state is the truth, and gc re-checks it. */
-	if (!led || sbx__ledger_gone(led, id, &lerr) != SBX_OK)
-		sbx__log(SBX_LOG_WARN, "ledger", "%s: cannot record state %s: %s", id,
-			 SBX__LEDGER_GONE, lerr.message);
+	sbx__host_ledger_state(host, id, SBX__LEDGER_GONE);
 	sbx__route_forget(host, id);
 	sbx__spool_forget(host->state_dir, id);
 	return SBX_OK;

@@ -462,15 +462,23 @@ static int batch_end(sbx__ledger *led, int rc, sbx_error *err)
 	return SBX_OK;
 }
 
-static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
-		       const char *sql, const char *types, va_list ap)
+/* Takes the lock and joins the open batch (opening it if need be); on failure returns with
+ * the lock released. */
+static int batch_enter(sbx__ledger *led, sbx_error *err)
 {
 	take(led);
 	int rc = batch_begin(led, err);
-	if (rc != SBX_OK) {
+	if (rc != SBX_OK)
 		give(led);
+	return rc;
+}
+
+static int run_changes(sbx__ledger *led, sbx_error *err, int *changes, const char *what,
+		       const char *sql, const char *types, va_list ap)
+{
+	int rc = batch_enter(led, err);
+	if (rc != SBX_OK)
 		return rc;
-	}
 	rc = step_locked(led, err, changes, what, sql, types, ap);
 	return batch_end(led, rc, err);
 }
@@ -765,23 +773,14 @@ int sbx__ledger_finish(sbx__ledger *led, const char *token, const char *state, c
 
 int sbx__ledger_set_state(sbx__ledger *led, const char *id, const char *state, sbx_error *err)
 {
-	return changed(led, run(led, err, "update state",
-				"UPDATE sandboxes SET state = ?, updated = ? WHERE id = ?", "sis",
-				state, now(), id));
-}
-
-int sbx__ledger_gone(sbx__ledger *led, const char *id, sbx_error *err)
-{
-	take(led);
-	int rc = batch_begin(led, err);
-	if (rc != SBX_OK) {
-		give(led);
+	int rc = batch_enter(led, err);
+	if (rc != SBX_OK)
 		return rc;
-	}
 	rc = run_locked(led, err, "update state",
-			"UPDATE sandboxes SET state = 'gone', updated = ? WHERE id = ?", "is",
+			"UPDATE sandboxes SET state = ?, updated = ? WHERE id = ?", "sis", state,
 			now(), id);
-	if (rc == SBX_OK)
+	/* A gone sandbox has no jobs: their rows go in the same write. */
+	if (rc == SBX_OK && strcmp(state, SBX__LEDGER_GONE) == 0)
 		rc = run_locked(led, err, "forget jobs", "DELETE FROM jobs WHERE sandbox_id = ?",
 				"s", id);
 	return changed(led, batch_end(led, rc, err));

@@ -123,10 +123,9 @@ int sbx__ledger_finish(sbx__ledger *led, const char *token, const char *state, c
 		       sbx_error *err);
 /* The newest row holding this sandbox id: SBX_E_NOT_FOUND (err untouched) when none. */
 int sbx__ledger_find(sbx__ledger *led, const char *id, sbx__ledger_row *out, sbx_error *err);
-/* Sets the state of the row with this sandbox id. A missing row is not an error. */
+/* Sets the state of the row with this sandbox id (gone: its jobs' rows go in the same
+ * write). A missing row is not an error. */
 int sbx__ledger_set_state(sbx__ledger *led, const char *id, const char *state, sbx_error *err);
-/* A destroyed sandbox: its row 'gone' and its jobs' rows dropped, in one write. */
-int sbx__ledger_gone(sbx__ledger *led, const char *id, sbx_error *err);
 /* Sets the expiry of the row with this sandbox id. */
 int sbx__ledger_set_expiry(sbx__ledger *led, const char *id, int64_t expires, sbx_error *err);
 /* Removes rows in state gone or failed older than `before` (unix seconds). */

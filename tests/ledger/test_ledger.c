@@ -43,6 +43,16 @@ static sbx__ledger_row row_for(const char *token)
 	return r;
 }
 
+/* A new ledger file named for the test, open. */
+static sbx__ledger *open_fresh(const char *name)
+{
+	fresh_db(name);
+	sbx__ledger *led = NULL;
+	sbx_error err = {0};
+	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
+	return led;
+}
+
 typedef struct collected {
 	sbx__ledger_row rows[512];
 	size_t n;
@@ -58,10 +68,8 @@ static int collect(void *ctx, const sbx__ledger_row *row)
 
 Test(ledger, create_confirm_fail_and_state_round_trip)
 {
-	fresh_db("roundtrip");
-	sbx__ledger *led = NULL;
+	sbx__ledger *led = open_fresh("roundtrip");
 	sbx_error err = {0};
-	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
 	sbx__ledger_row a = row_for("tok-a"), b = row_for("tok-b");
 	cr_assert_eq(sbx__ledger_begin(led, &a, &err), SBX_OK);
 	cr_assert_eq(sbx__ledger_begin(led, &b, &err), SBX_OK);
@@ -147,10 +155,8 @@ static void *group_writer(void *arg)
 
 Test(ledger, concurrent_writes_share_commits_and_return_committed, .timeout = 120)
 {
-	fresh_db("group");
-	sbx__ledger *led = NULL;
+	sbx__ledger *led = open_fresh("group");
 	sbx_error err = {0};
-	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
 	static grouper g[GROUP_THREADS];
 	pthread_t th[GROUP_THREADS];
 	for (int t = 0; t < GROUP_THREADS; t++) {
@@ -184,10 +190,8 @@ Test(ledger, concurrent_writes_share_commits_and_return_committed, .timeout = 12
 
 Test(ledger, eight_processes_writing_at_once_lose_no_row)
 {
-	fresh_db("concurrent");
-	sbx__ledger *led = NULL;
+	sbx__ledger *led = open_fresh("concurrent");
 	sbx_error err = {0};
-	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
 	sbx__ledger_close(led);
 	pid_t kids[8];
 	for (int k = 0; k < 8; k++) {
@@ -317,25 +321,26 @@ static sbx__job_row job_for(const char *job_id, const char *sandbox_id)
 	return j;
 }
 
-Test(ledger, gone_marks_the_row_and_drops_only_that_sandboxs_jobs)
+Test(ledger, state_gone_drops_only_that_sandboxs_jobs)
 {
-	fresh_db("gone");
-	sbx__ledger *led = NULL;
+	sbx__ledger *led = open_fresh("gone");
 	sbx_error err = {0};
-	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
-	sbx__ledger_row a = row_for("tok-a"), b = row_for("tok-b");
-	cr_assert_eq(sbx__ledger_begin(led, &a, &err), SBX_OK);
-	cr_assert_eq(sbx__ledger_begin(led, &b, &err), SBX_OK);
-	cr_assert_eq(sbx__ledger_confirm(led, "tok-a", "local:aa", &err), SBX_OK);
-	cr_assert_eq(sbx__ledger_confirm(led, "tok-b", "local:bb", &err), SBX_OK);
+	const char *boxes[][2] = {{"tok-a", "local:aa"}, {"tok-b", "local:bb"}};
+	for (size_t i = 0; i < 2; i++) {
+		sbx__ledger_row row = row_for(boxes[i][0]);
+		cr_assert_eq(sbx__ledger_begin(led, &row, &err), SBX_OK, "%s", err.message);
+		cr_assert_eq(sbx__ledger_confirm(led, boxes[i][0], boxes[i][1], &err), SBX_OK);
+	}
 	const char *jobs[][2] = {{"j1", "local:aa"}, {"j2", "local:aa"}, {"j3", "local:bb"}};
 	for (size_t i = 0; i < 3; i++) {
 		sbx__job_row j = job_for(jobs[i][0], jobs[i][1]);
 		cr_assert_eq(sbx__ledger_job_put(led, &j, &err), SBX_OK, "%s", err.message);
 	}
-	cr_assert_eq(sbx__ledger_gone(led, "local:aa", &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx__ledger_set_state(led, "local:aa", SBX__LEDGER_GONE, &err), SBX_OK, "%s",
+		     err.message);
 	/* An id with no row is not an error: the destroy of a sandbox the ledger never saw. */
-	cr_assert_eq(sbx__ledger_gone(led, "local:none", &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(sbx__ledger_set_state(led, "local:none", SBX__LEDGER_GONE, &err), SBX_OK, "%s",
+		     err.message);
 	sbx__ledger_close(led);
 
 	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK);
@@ -358,10 +363,8 @@ Test(ledger, gone_marks_the_row_and_drops_only_that_sandboxs_jobs)
 
 Test(ledger, gc_claims_only_a_row_unchanged_since_it_was_read)
 {
-	fresh_db("claim");
-	sbx__ledger *led = NULL;
+	sbx__ledger *led = open_fresh("claim");
 	sbx_error err = {0};
-	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
 	sbx__ledger_row r = row_for("tok-claim");
 	r.expires = 100;
 	cr_assert_eq(sbx__ledger_begin(led, &r, &err), SBX_OK, "%s", err.message);
@@ -401,10 +404,8 @@ Test(ledger, gc_claims_only_a_row_unchanged_since_it_was_read)
 
 Test(ledger, an_orphan_is_claimed_only_while_no_live_row_holds_its_id)
 {
-	fresh_db("orphan");
-	sbx__ledger *led = NULL;
+	sbx__ledger *led = open_fresh("orphan");
 	sbx_error err = {0};
-	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
 	sbx__ledger_row r = row_for("tok-live");
 	cr_assert_eq(sbx__ledger_begin(led, &r, &err), SBX_OK);
 	cr_assert_eq(sbx__ledger_confirm(led, "tok-live", "local:bb", &err), SBX_OK);
@@ -469,15 +470,6 @@ static int64_t mono_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static sbx__ledger *open_fresh(const char *name)
-{
-	fresh_db(name);
-	sbx__ledger *led = NULL;
-	sbx_error err = {0};
-	cr_assert_eq(sbx__ledger_open(db_path, &led, &err), SBX_OK, "%s", err.message);
-	return led;
 }
 
 Test(ledger, caps_count_only_the_rows_gc_would_spare)
