@@ -178,7 +178,8 @@ static sbx_exec_result *sh(const char *cmd)
 
 static void expect_out(sbx_exec_result *r, const char *out, int code)
 {
-	cr_assert_eq(r->exit_code, code, "exit %d, stderr: %s", r->exit_code, r->stderr_text);
+	cr_assert_eq(r->exit_code, code, "exit %d (signal %d, timed out %d), stderr: %s",
+		     r->exit_code, r->signal, r->timed_out, r->stderr_text);
 	cr_assert_str_eq(r->stdout_text, out);
 	cr_assert_eq(r->stdout_text_len, strlen(out));
 	cr_assert_eq(r->truncated, 0);
@@ -688,12 +689,16 @@ CASE(leftover_ticker)
 }
 
 /* A server started with `&` answers a later exec: it serves requests through a FIFO, which
- * every image has (no image is sure to have a TCP listener). */
+ * every image has (no image is sure to have a TCP listener). The server keeps the FIFO open
+ * for reading and writing: a loop that reopened it per request could reopen it while a slow
+ * writer still held it, read end of file when that writer closed, and end, leaving the next
+ * writer blocked until its timeout (seen on a loaded machine). */
 CASE(leftover_server)
 {
 	sbx_exec_result *r =
-	    sh_in("mkfifo req && ( while read line < req; do echo \"pong $line\" > resp.tmp; "
-		  "mv resp.tmp resp; done ) > /dev/null 2>&1 & echo listening",
+	    sh_in("mkfifo req && ( exec 3<>req; while read line <&3; do "
+		  "echo \"pong $line\" > resp.tmp; mv resp.tmp resp; done ) > /dev/null 2>&1 & "
+		  "echo listening",
 		  20, NULL, 0);
 	expect_out(r, "listening\n", 0);
 	release(r);
@@ -1146,6 +1151,40 @@ static int files_holding(const char *dir, const char *const *needles, size_t n, 
 	return found;
 }
 
+/* files_holding in a child process. Closing any descriptor of a file drops every POSIX lock
+ * this process holds on it, and this process holds the ledger's SQLite locks: reading
+ * ledger.db-shm here would let another process of the suite take it for unused and reset
+ * it under this one's mapping (SIGBUS in the next ledger write). */
+static int state_files_holding(const char *dir, const char *const *needles, size_t n,
+			       int private_ok, char *first, size_t cap, int *searched)
+{
+	struct {
+		int found, searched;
+		char first[4096];
+	} res = {0};
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0, "%s", strerror(errno));
+	fflush(NULL);
+	pid_t pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(fds[0]);
+		res.found = files_holding(dir, needles, n, private_ok, res.first, sizeof(res.first),
+					  &res.searched);
+		_exit(write(fds[1], &res, sizeof(res)) == (ssize_t)sizeof(res) ? 0 : 1);
+	}
+	close(fds[1]);
+	ssize_t got = read(fds[0], &res, sizeof(res));
+	close(fds[0]);
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(got == (ssize_t)sizeof(res) && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "the scan of %s ended early (status %#x)", dir, status);
+	snprintf(first, cap, "%s", res.first);
+	*searched += res.searched;
+	return res.found;
+}
+
 /* Planted secrets never reach the state dir (ledger, per-call output, plugin state) nor a
  * log line: the harness's own environment, a value given to one exec, the config's secret
  * keys; a value given to create may be kept, but only in files of mode 0600. Logs are at
@@ -1212,10 +1251,10 @@ CASE(secrets_stay_out_of_state_and_logs)
 	}
 	char first[4096] = "";
 	int searched = 0;
-	int bad = files_holding(state, never, n, 0, first, sizeof(first), &searched);
+	int bad = state_files_holding(state, never, n, 0, first, sizeof(first), &searched);
 	cr_assert_eq(bad, 0, "%d files of the state dir hold a secret, first %s", bad, first);
 	const char *created[] = {create_secret};
-	bad = files_holding(state, created, 1, 1, first, sizeof(first), &searched);
+	bad = state_files_holding(state, created, 1, 1, first, sizeof(first), &searched);
 	cr_assert_eq(bad, 0, "%d files readable by others hold create's env, first %s", bad, first);
 	cr_assert_gt(searched, 2, "only %d files under %s", searched, state);
 	never[n++] = create_secret;
