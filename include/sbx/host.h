@@ -443,6 +443,72 @@ int sbx_session_get(sbx_host *host, const char *user_id, const char *session_id,
 /* Calls fn for every session record, oldest first. */
 int sbx_session_list(sbx_host *host, sbx_session_fn fn, void *ctx, sbx_error *err);
 
+/* ---- completion queue (ABI 1.2) ----
+ *
+ * For event loops. A call submitted to a queue runs on one of the queue's own threads (at
+ * most `workers` at once, started as they are needed) and leaves a completion behind, which
+ * sbx_queue_take hands back. sbx_queue_fd is readable while completions wait: an event loop
+ * watches it (epoll, asyncio's add_reader) and parks no thread of its own per blocked call.
+ * A completion says the same as the blocking call would have: status, error, outputs. */
+typedef struct sbx_queue sbx_queue;
+
+#define SBX_CALL_CREATE     1 /* create: sbx_create(create), completion.id */
+#define SBX_CALL_EXEC       2 /* exec: sbx_exec(id, exec), completion.exec */
+#define SBX_CALL_DESTROY    3 /* sbx_destroy(id) */
+#define SBX_CALL_READ_FILE  4 /* sbx_read_file(id, path), completion.data and .len */
+#define SBX_CALL_WRITE_FILE 5 /* sbx_write_file(id, path, data, len, mode) */
+
+/* One call. The queue copies this struct; what its pointers point to (the id, the options,
+ * their strings and arrays, path, data) must stay valid until the call's completion has been
+ * taken. */
+typedef struct sbx_call {
+	SBX_STRUCT_HEADER;
+	uint32_t op; /* SBX_CALL_* */
+	uint32_t reserved0;
+	uint64_t tag; /* the caller's, handed back in the completion */
+	const char *id;
+	const sbx_create_opts *create; /* NULL: all defaults */
+	const sbx_exec_opts *exec;
+	const char *path;
+	const void *data;
+	size_t len;
+	uint32_t mode;
+	uint32_t reserved1;
+} sbx_call;
+
+typedef struct sbx_completion {
+	SBX_STRUCT_HEADER;
+	uint32_t op;
+	int32_t status; /* the call's SBX_* status; err says more when it is not SBX_OK */
+	uint64_t tag;
+	sbx_error err;
+	char id[SBX_ID_MAX];   /* create: the new sandbox */
+	sbx_exec_result *exec; /* exec: the caller's now (sbx_exec_result_free) */
+	void *data;            /* read_file: the caller's now (sbx_free) */
+	size_t len;
+} sbx_completion;
+
+/* A queue of `workers` threads (1 to 1024) on `host`, which must outlive it. */
+int sbx_queue_new(sbx_host *host, uint32_t workers, sbx_queue **out, sbx_error *err);
+
+/* The descriptor that is readable while completions wait. Owned by the queue. */
+int sbx_queue_fd(const sbx_queue *queue);
+
+/* Submits a call; it starts when a worker is free, in the order of submission. SBX_E_INVAL
+ * for an unknown op or a missing id, path or exec; the call's own failures come back in its
+ * completion. */
+int sbx_queue_submit(sbx_queue *queue, const sbx_call *call, sbx_error *err);
+
+/* Moves up to `max` completions, oldest first, into out[], whose first element's header is
+ * set (the others take its size), and sets *n to how many. Never blocks: *n is 0 when none
+ * waits. The descriptor stays readable while more wait. */
+int sbx_queue_take(sbx_queue *queue, sbx_completion *out, size_t max, size_t *n, sbx_error *err);
+
+/* Runs every call already submitted to its end, frees what no one took, stops the workers
+ * and frees the queue. A command still running holds this up until it ends: kill it first
+ * (a cancel token, a timeout). NULL is a no-op. */
+void sbx_queue_free(sbx_queue *queue);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -24,6 +24,9 @@
  *        Every plugin config also carries the host's key max_file_bytes (config_int): a
  *        plugin stops reading a file past it and fails with SBX_E_LIMIT; the host checks
  *        what read_file returns against it too.
+ *   1.2  The completion queue (host.h: sbx_queue_new/fd/submit/take/free, sbx_call,
+ *        sbx_completion) for event loops. Host API only: plugins gain and lose nothing,
+ *        but one built against 1.2 headers needs a 1.2 host.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns
