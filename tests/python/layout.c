@@ -133,6 +133,31 @@ int main(void)
 	AT(sbx_session_record, assets);
 	AT(sbx_session_record, n_assets);
 	AT(sbx_session_record, reserved0);
+
+	SIZE(sbx_call);
+	HEADER_OF(sbx_call);
+	AT(sbx_call, op);
+	AT(sbx_call, reserved0);
+	AT(sbx_call, tag);
+	AT(sbx_call, id);
+	AT(sbx_call, create);
+	AT(sbx_call, exec);
+	AT(sbx_call, path);
+	AT(sbx_call, data);
+	AT(sbx_call, len);
+	AT(sbx_call, mode);
+	AT(sbx_call, reserved1);
+
+	SIZE(sbx_completion);
+	HEADER_OF(sbx_completion);
+	AT(sbx_completion, op);
+	AT(sbx_completion, status);
+	AT(sbx_completion, tag);
+	AT(sbx_completion, err);
+	AT(sbx_completion, id);
+	AT(sbx_completion, exec);
+	AT(sbx_completion, data);
+	AT(sbx_completion, len);
 	printf("SBX_ABI %d.%d\n", SBX_ABI_MAJOR, SBX_ABI_MINOR);
 	return 0;
 }

@@ -18,6 +18,8 @@ MIRRORS = {
     "sbx_file_info": _lib.FileInfo,
     "sbx_plugin_info": _lib.PluginInfo,
     "sbx_session_record": _lib.SessionRecord,
+    "sbx_call": _lib.Call,
+    "sbx_completion": _lib.Completion,
 }
 
 

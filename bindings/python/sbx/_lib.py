@@ -12,7 +12,7 @@ import sys
 import sysconfig
 
 ABI_MAJOR = 1
-ABI_MINOR = 1
+ABI_MINOR = 2
 
 _HEADER = [("struct_size", ctypes.c_uint32), ("abi_major", ctypes.c_uint16),
            ("abi_minor", ctypes.c_uint16)]
@@ -125,6 +125,25 @@ SESSION_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(Sess
 SESSION_OUTCOMES = {0: "created", 1: "reused", 2: "resumed", 3: "recreated"}
 
 ID_MAX = 256
+
+CALL_CREATE, CALL_EXEC, CALL_DESTROY, CALL_READ_FILE, CALL_WRITE_FILE = 1, 2, 3, 4, 5
+
+
+class Call(ctypes.Structure):
+    _fields_ = _HEADER + [("op", ctypes.c_uint32), ("reserved0", ctypes.c_uint32),
+                          ("tag", ctypes.c_uint64), ("id", ctypes.c_char_p),
+                          ("create", ctypes.POINTER(CreateOpts)),
+                          ("exec", ctypes.POINTER(ExecOpts)), ("path", ctypes.c_char_p),
+                          ("data", ctypes.c_char_p), ("len", ctypes.c_size_t),
+                          ("mode", ctypes.c_uint32), ("reserved1", ctypes.c_uint32)]
+
+
+class Completion(ctypes.Structure):
+    _fields_ = _HEADER + [("op", ctypes.c_uint32), ("status", ctypes.c_int32),
+                          ("tag", ctypes.c_uint64), ("err", Error),
+                          ("id", ctypes.c_char * ID_MAX),
+                          ("exec", ctypes.POINTER(ExecResult)), ("data", ctypes.c_void_p),
+                          ("len", ctypes.c_size_t)]
 STATE_NAMES = {0: "unknown", 1: "creating", 2: "running", 3: "paused", 4: "gone"}
 FILE_KINDS = {1: "file", 2: "dir", 3: "symlink", 4: "other"}
 
@@ -190,6 +209,11 @@ def lib():
         "sbx_session_pause": ([vp, cp, cp, err], ctypes.c_int),
         "sbx_session_end": ([vp, cp, cp, err], ctypes.c_int),
         "sbx_session_get": ([vp, cp, cp, SESSION_FN, vp, err], ctypes.c_int),
+        "sbx_queue_new": ([vp, ctypes.c_uint32, P(vp), err], ctypes.c_int),
+        "sbx_queue_fd": ([vp], ctypes.c_int),
+        "sbx_queue_submit": ([vp, P(Call), err], ctypes.c_int),
+        "sbx_queue_take": ([vp, P(Completion), sz, P(sz), err], ctypes.c_int),
+        "sbx_queue_free": ([vp], None),
         "sbx_job_status": ([vp, cp, P(JobInfo), err], ctypes.c_int),
         "sbx_job_list": ([vp, cp, ctypes.c_uint32, JOB_FN, vp, err], ctypes.c_int),
         "sbx_job_wait": ([vp, cp, ctypes.c_double, P(JobInfo), err], ctypes.c_int),

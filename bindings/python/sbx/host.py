@@ -12,7 +12,6 @@ import os
 import re
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -116,6 +115,60 @@ class Session:
     assets: Dict[str, str] = field(default_factory=dict)
 
 
+def _create_opts(data_source, image, labels, env, ttl, wait) -> _lib.CreateOpts:
+    """sbx_create_opts; the struct keeps the arrays and strings it points to alive."""
+    opts = _lib.init_header(_lib.CreateOpts())
+    opts.data_source = _b(data_source)
+    opts.image = _b(image)
+    la, nl = _kv_array(labels, env=False)
+    ea, ne = _kv_array(env)
+    opts.labels, opts.n_labels = la, nl
+    opts.env, opts.n_env = ea, ne
+    opts.ttl_seconds = int(ttl)
+    opts.wait_seconds = float(wait)
+    return opts
+
+
+def _exec_opts(command, cwd, env, timeout, stdin, user, cancel_token,
+               background) -> _lib.ExecOpts:
+    """sbx_exec_opts; the struct keeps the arrays and strings it points to alive."""
+    if cancel_token is not None:
+        env = dict(env or {})
+        env[CANCEL_ENV] = cancel_token
+    opts = _lib.init_header(_lib.ExecOpts())
+    if isinstance(command, (str, bytes)):
+        opts.shell = _b(command)
+    else:
+        opts.argv = (ctypes.c_char_p * (len(command) + 1))(*[_b(a) for a in command], None)
+    opts.cwd = _b(cwd)
+    ea, ne = _kv_array(env)
+    opts.env, opts.n_env = ea, ne
+    if stdin is not None:
+        data = stdin if isinstance(stdin, bytes) else _b(stdin)
+        opts.has_stdin = 1
+        opts.stdin_data = data
+        opts.stdin_len = len(data)
+    opts.timeout = -1.0 if timeout is None else float(timeout)
+    opts.user = _b(user)
+    opts.background = 1 if background else 0
+    return opts
+
+
+def _exec_result(r: _lib.ExecResult) -> ExecResult:
+    out = ctypes.string_at(r.stdout_text, r.stdout_text_len) if r.stdout_text else b""
+    err = ctypes.string_at(r.stderr_text, r.stderr_text_len) if r.stderr_text else b""
+    return ExecResult(
+        exit_code=r.exit_code, signal=r.signal, timed_out=bool(r.timed_out),
+        truncated=bool(r.truncated), duration=r.duration,
+        stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
+        stdout_raw=out, stderr_raw=err,
+        original_stdout_length=r.original_stdout_length,
+        original_stderr_length=r.original_stderr_length,
+        stdout_bytes=r.stdout_bytes, stderr_bytes=r.stderr_bytes,
+        output_dir=_s(r.output_dir), stdout_file=_s(r.stdout_file),
+        stderr_file=_s(r.stderr_file), oom_killed=bool(r.oom_killed))
+
+
 class Host:
     """A libsbx host. Thread-safe; close() (or the context manager) frees it."""
 
@@ -125,6 +178,7 @@ class Host:
         self._L = _lib.lib()
         opts = _lib.init_header(_lib.HostOptions())
         self._keep = []
+        self._queues: List["_Queue"] = []  # freed before the host they run calls on
         if isinstance(config, Mapping):
             # JSON is YAML: the config block goes through the same parser as a file.
             opts.config_text = json.dumps(config).encode()
@@ -146,6 +200,8 @@ class Host:
         return rc
 
     def close(self) -> None:
+        for q in list(getattr(self, "_queues", ())):
+            q.close()
         if getattr(self, "_h", None):
             self._L.sbx_host_free(self._h)
             self._h = None
@@ -179,15 +235,7 @@ class Host:
         """Creates a sandbox and returns its id. `wait`: seconds to wait for a place under
         the data source's caps (max_concurrency, max_starting, create_rate), which hold across
         every process sharing the state dir; 0 raises SbxError SBX_E_LIMIT at once."""
-        opts = _lib.init_header(_lib.CreateOpts())
-        opts.data_source = _b(data_source)
-        opts.image = _b(image)
-        la, nl = _kv_array(labels, env=False)
-        ea, ne = _kv_array(env)
-        opts.labels, opts.n_labels = la, nl
-        opts.env, opts.n_env = ea, ne
-        opts.ttl_seconds = int(ttl)
-        opts.wait_seconds = float(wait)
+        opts = _create_opts(data_source, image, labels, env, ttl, wait)
         buf = ctypes.create_string_buffer(_lib.ID_MAX)
         self._call(self._L.sbx_create, self._h, ctypes.byref(opts), buf)
         return buf.value.decode()
@@ -205,26 +253,7 @@ class Host:
         SBX_CANCEL_TOKEN=<token> in its environment and cancel(sandbox_id, token) ends it.
         background=True starts it as a job and returns a Job at once (the timeout does not
         apply to it)."""
-        if cancel_token is not None:
-            env = dict(env or {})
-            env[CANCEL_ENV] = cancel_token
-        opts = _lib.init_header(_lib.ExecOpts())
-        if isinstance(command, (str, bytes)):
-            opts.shell = _b(command)
-        else:
-            argv = (ctypes.c_char_p * (len(command) + 1))(*[_b(a) for a in command], None)
-            opts.argv = argv
-        opts.cwd = _b(cwd)
-        ea, ne = _kv_array(env)
-        opts.env, opts.n_env = ea, ne
-        if stdin is not None:
-            data = stdin if isinstance(stdin, bytes) else _b(stdin)
-            opts.has_stdin = 1
-            opts.stdin_data = data
-            opts.stdin_len = len(data)
-        opts.timeout = -1.0 if timeout is None else float(timeout)
-        opts.user = _b(user)
-        opts.background = 1 if background else 0
+        opts = _exec_opts(command, cwd, env, timeout, stdin, user, cancel_token, background)
         res = ctypes.POINTER(_lib.ExecResult)()
         self._call(self._L.sbx_exec, self._h, _b(sandbox_id), ctypes.byref(opts),
                    ctypes.byref(res))
@@ -232,18 +261,7 @@ class Host:
             r = res.contents
             if background:
                 return Job(self, r.job_id.decode())
-            out = ctypes.string_at(r.stdout_text, r.stdout_text_len) if r.stdout_text else b""
-            err = ctypes.string_at(r.stderr_text, r.stderr_text_len) if r.stderr_text else b""
-            return ExecResult(
-                exit_code=r.exit_code, signal=r.signal, timed_out=bool(r.timed_out),
-                truncated=bool(r.truncated), duration=r.duration,
-                stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
-                stdout_raw=out, stderr_raw=err,
-                original_stdout_length=r.original_stdout_length,
-                original_stderr_length=r.original_stderr_length,
-                stdout_bytes=r.stdout_bytes, stderr_bytes=r.stderr_bytes,
-                output_dir=_s(r.output_dir), stdout_file=_s(r.stdout_file),
-                stderr_file=_s(r.stderr_file), oom_killed=bool(r.oom_killed))
+            return _exec_result(r)
         finally:
             self._L.sbx_exec_result_free(res)
 
@@ -470,36 +488,201 @@ class AsyncSandbox:
         await self.destroy()
 
 
+def _created(c) -> str:
+    return c.id.decode()
+
+
+def _executed(c) -> Optional[ExecResult]:
+    if not c.exec:
+        return None
+    try:
+        return _exec_result(c.exec.contents)
+    finally:
+        _lib.lib().sbx_exec_result_free(c.exec)
+
+
+def _read(c) -> bytes:
+    if not c.data:
+        return b""
+    try:
+        return ctypes.string_at(c.data, c.len) if c.len else b""
+    finally:
+        _lib.lib().sbx_free(c.data)
+
+
+class _Queue:
+    """libsbx's completion queue (sbx_queue_*) on one event loop. A call runs on one of the
+    library's own threads; the loop hears of its end through the queue's descriptor
+    (add_reader) and takes every completion waiting at that wake. No Python thread waits on a
+    blocked call, and nothing but the loop's thread runs Python for it: a call costs the loop
+    one wake, where a thread pool costs a pool thread's wake, its turn at the GIL and a
+    wake of the loop through call_soon_threadsafe."""
+    BATCH = 64
+
+    def __init__(self, host: Host, workers: int):
+        self._host = host
+        self._L = host._L
+        q = ctypes.c_void_p()
+        host._call(self._L.sbx_queue_new, host._h, workers, ctypes.byref(q))
+        self._q = q
+        self._fd = self._L.sbx_queue_fd(q)
+        self._loop = None
+        self._calls: Dict[int, tuple] = {}  # tag -> (future, the sbx_call and what it holds, convert)
+        self._tag = 0
+        self._buf = (_lib.Completion * self.BATCH)()
+        _lib.init_header(self._buf[0])
+        host._queues.append(self)
+
+    def usable(self, loop) -> bool:
+        """Whether `loop` may submit: the queue serves the loop that used it first, and moves to
+        another once nothing is in flight or its loop has closed."""
+        if self._loop is loop:
+            return True
+        if self._q is None or (self._calls and not self._loop.is_closed()):
+            return False
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._fd)
+        loop.add_reader(self._fd, self._ready)
+        self._loop = loop
+        return True
+
+    def submit(self, op: int, convert, *, sandbox_id=None, create=None, exec_opts=None,
+               path=None, data=None, mode=0) -> "asyncio.Future":
+        self._tag += 1
+        call = _lib.init_header(_lib.Call())
+        call.op = op
+        call.tag = self._tag
+        call.id = _b(sandbox_id)
+        if create is not None:
+            call.create = ctypes.pointer(create)
+        if exec_opts is not None:
+            call.exec = ctypes.pointer(exec_opts)
+        call.path = _b(path)
+        if data is not None:
+            call.data = data
+            call.len = len(data)
+        call.mode = mode
+        self._host._call(self._L.sbx_queue_submit, self._q, ctypes.byref(call))
+        fut = self._loop.create_future()
+        self._calls[self._tag] = (fut, call, convert)
+        return fut
+
+    def _ready(self):
+        n = ctypes.c_size_t()
+        while True:
+            self._host._call(self._L.sbx_queue_take, self._q, self._buf, self.BATCH,
+                             ctypes.byref(n))
+            for i in range(n.value):
+                self._settle(self._buf[i])
+            if n.value < self.BATCH:
+                return
+
+    def _settle(self, c: _lib.Completion):
+        fut, _, convert = self._calls.pop(c.tag)
+        try:
+            # convert frees what the completion owns, so it runs whoever still waits.
+            value = convert(c)
+            error = None if c.status == 0 else from_status(
+                c.status, c.err.message.decode("utf-8", "replace"))
+        except BaseException as e:  # a conversion that failed fails the call
+            value, error = None, e
+        if fut.cancelled() and c.op == _lib.CALL_CREATE and error is None:
+            # No one will learn of this sandbox: delete it rather than leave it running.
+            orphan = self.submit(_lib.CALL_DESTROY, _no_value, sandbox_id=value)
+            orphan.add_done_callback(_quiet)
+        if fut.done() or fut.get_loop().is_closed():
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(value)
+
+    def pending(self) -> List["asyncio.Future"]:
+        return [f for f, _, _ in self._calls.values()]
+
+    def close(self):
+        """Frees the queue; it waits for calls still running (kill commands first)."""
+        if self._q is None:
+            return
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._fd)
+        q, self._q = self._q, None
+        self._L.sbx_queue_free(q)
+        if self in self._host._queues:
+            self._host._queues.remove(self)
+
+
+def _no_value(c):
+    return None
+
+
+def _quiet(fut):
+    if not fut.cancelled():
+        fut.exception()
+
+
 class AsyncHost:
-    """asyncio API: every call runs on a bounded pool, never on the event loop."""
+    """asyncio API. create, exec, destroy, read_file and write_file go through libsbx's
+    completion queue (its threads run them; the loop watches one descriptor); the other calls
+    run on a bounded thread pool. Nothing runs on the event loop but the conversions."""
 
     def __init__(self, config: Union[str, os.PathLike, Mapping, None] = None, *,
                  max_workers: int = 64, **kwargs):
         self.host = Host(config, **kwargs)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                            thread_name_prefix="sbx")
+        self._queue = _Queue(self.host, max_workers)
         self._inflight: Dict[tuple, "asyncio.Future"] = {}
 
     async def _run(self, fn, *args, **kwargs):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 
-    async def create(self, *a, **k) -> str:
-        return await self._run(self.host.create, *a, **k)
+    def _queued(self) -> Optional[_Queue]:
+        """The completion queue, when this loop may use it (else the calls take the pool)."""
+        q = self._queue
+        return q if q.usable(asyncio.get_running_loop()) else None
 
-    async def destroy(self, *a, **k) -> None:
-        return await self._run(self.host.destroy, *a, **k)
+    async def create(self, data_source: Optional[str] = None, *, image: Optional[str] = None,
+                     labels: Optional[Mapping[str, str]] = None,
+                     env: Optional[Mapping[str, str]] = None, ttl: int = 0,
+                     wait: float = 0) -> str:
+        """Host.create. A create whose await is cancelled still completes in the library; the
+        sandbox it made is then destroyed, since no one holds its id."""
+        q = self._queued()
+        if q is None:
+            return await self._run(self.host.create, data_source, image=image, labels=labels,
+                                   env=env, ttl=ttl, wait=wait)
+        opts = _create_opts(data_source, image, labels, env, ttl, wait)
+        return await q.submit(_lib.CALL_CREATE, _created, create=opts)
 
-    async def exec(self, sandbox_id: str, command: Union[str, Sequence[str]],
-                   **kw) -> Union[ExecResult, AsyncJob]:
-        """Host.exec on the pool. Cancelling the await (asyncio.CancelledError, a
-        wait_for timeout) kills the command in the sandbox, which frees its worker."""
-        if kw.get("background"):
-            return await self.exec_background(sandbox_id, command, **kw)
-        token = kw.pop("cancel_token", None) or uuid.uuid4().hex
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(
-            self._pool, lambda: self.host.exec(sandbox_id, command, cancel_token=token, **kw))
+    async def destroy(self, sandbox_id: str) -> None:
+        q = self._queued()
+        if q is None:
+            return await self._run(self.host.destroy, sandbox_id)
+        return await q.submit(_lib.CALL_DESTROY, _no_value, sandbox_id=sandbox_id)
+
+    async def exec(self, sandbox_id: str, command: Union[str, Sequence[str]], *,
+                   cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                   timeout: Optional[float] = None, stdin: Optional[bytes] = None,
+                   user: Optional[str] = None, cancel_token: Optional[str] = None,
+                   background: bool = False) -> Union[ExecResult, AsyncJob]:
+        """Host.exec without a thread of this process waiting on it. Cancelling the await
+        (asyncio.CancelledError, a wait_for timeout) kills the command in the sandbox."""
+        if background:
+            return await self.exec_background(sandbox_id, command, cwd=cwd, env=env,
+                                              timeout=timeout, stdin=stdin, user=user,
+                                              cancel_token=cancel_token)
+        token = cancel_token or os.urandom(12).hex()
+        q = self._queued()
+        if q is None:
+            fut = asyncio.get_running_loop().run_in_executor(
+                self._pool, lambda: self.host.exec(sandbox_id, command, cwd=cwd, env=env,
+                                                   timeout=timeout, stdin=stdin, user=user,
+                                                   cancel_token=token))
+        else:
+            opts = _exec_opts(command, cwd, env, timeout, stdin, user, token, False)
+            fut = q.submit(_lib.CALL_EXEC, _executed, sandbox_id=sandbox_id, exec_opts=opts)
         key = (sandbox_id, token)
         self._inflight[key] = fut
         try:
@@ -548,11 +731,20 @@ class AsyncHost:
     async def jobs(self, *a, **k) -> List[JobStatus]:
         return await self._run(self.host.jobs, *a, **k)
 
-    async def read_file(self, *a, **k) -> bytes:
-        return await self._run(self.host.read_file, *a, **k)
+    async def read_file(self, sandbox_id: str, path: str) -> bytes:
+        q = self._queued()
+        if q is None:
+            return await self._run(self.host.read_file, sandbox_id, path)
+        return await q.submit(_lib.CALL_READ_FILE, _read, sandbox_id=sandbox_id, path=path)
 
-    async def write_file(self, *a, **k) -> None:
-        return await self._run(self.host.write_file, *a, **k)
+    async def write_file(self, sandbox_id: str, path: str, data: Union[bytes, str],
+                         mode: int = 0) -> None:
+        q = self._queued()
+        if q is None:
+            return await self._run(self.host.write_file, sandbox_id, path, data, mode)
+        raw = data if isinstance(data, bytes) else data.encode()
+        return await q.submit(_lib.CALL_WRITE_FILE, _no_value, sandbox_id=sandbox_id,
+                              path=path, data=raw, mode=mode)
 
     async def stat(self, *a, **k) -> FileEntry:
         return await self._run(self.host.stat, *a, **k)
@@ -595,6 +787,9 @@ class AsyncHost:
         loop = asyncio.get_running_loop()
         for t in kills:
             await loop.run_in_executor(None, t.join)
+        if self._queue._loop is loop:
+            await asyncio.gather(*self._queue.pending(), return_exceptions=True)
+        await loop.run_in_executor(None, self._queue.close)
         await loop.run_in_executor(None, lambda: self._pool.shutdown(wait=True))
         self.host.close()
 
