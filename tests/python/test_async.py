@@ -1,5 +1,9 @@
 import asyncio
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -8,6 +12,16 @@ import sbx
 from proctable import alive
 
 LOCAL = {"data_source": {"sandbox": {"type": "local"}}}
+
+
+def _ledger_states(state_dir):
+    """The states of the ledger's sandbox rows, read by another process: closing a
+    descriptor of the ledger here would drop the SQLite locks this process's host holds."""
+    code = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+            "print(' '.join(r[0] for r in c.execute('SELECT state FROM sandboxes')))")
+    out = subprocess.run([sys.executable, "-c", code, os.path.join(state_dir, "ledger.db")],
+                         capture_output=True, text=True, check=True).stdout
+    return out.split()
 
 
 
@@ -41,6 +55,89 @@ class AsyncTest(unittest.TestCase):
         outs = asyncio.run(main())
         self.assertEqual(outs, [f"{i}\n" for i in range(200)])
         self.assertLessEqual(peak[0], before + 16 + 2)
+
+    def test_lifecycle_and_files_take_no_python_thread_and_bounded_threads(self):
+        """create, exec, destroy and the file calls run on libsbx's queue: no thread of the
+        pool ("sbx_N") exists, and the process's threads (C ones included) stay within
+        max_workers of what it had."""
+        peak = [0]
+
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+
+        async def one(h, i):
+            sid = await h.create()
+            try:
+                await h.write_file(sid, "in.txt", f"v{i}")
+                r = await h.exec(sid, "cat in.txt")
+                peak[0] = max(peak[0], threads())
+                return r.stdout + (await h.read_file(sid, "in.txt")).decode()
+            finally:
+                await h.destroy(sid)
+
+        async def main():
+            async with sbx.AsyncHost(LOCAL, max_workers=8) as h:
+                outs = await asyncio.gather(*(one(h, i) for i in range(40)))
+                pool = [t.name for t in threading.enumerate() if t.name.startswith("sbx_")]
+                return outs, pool
+
+        before = threads()
+        outs, pool = asyncio.run(main())
+        self.assertEqual(outs, [f"v{i}v{i}" for i in range(40)])
+        self.assertEqual(pool, [])
+        self.assertLessEqual(peak[0], before + 8 + 2)
+
+    def test_one_host_on_two_loops_in_turn(self):
+        h = sbx.AsyncHost(LOCAL)
+
+        async def use():
+            sid = await h.create()
+            r = await h.exec(sid, "echo again")
+            await h.destroy(sid)
+            return r.stdout
+
+        self.assertEqual(asyncio.run(use()), "again\n")
+        self.assertEqual(asyncio.run(use()), "again\n")
+        asyncio.run(h.aclose())
+
+    def test_a_failed_exec_raises_as_host_exec_does(self):
+        async def main():
+            async with sbx.AsyncHost(LOCAL) as h:
+                with self.assertRaises(sbx.SbxError) as got:
+                    await h.exec("nosuchalias:abc", "true")
+                try:
+                    h.host.exec("nosuchalias:abc", "true")
+                except sbx.SbxError as e:
+                    want = e
+                self.assertIs(type(got.exception), type(want))
+                self.assertEqual(str(got.exception), str(want))
+                sid = await h.create()
+                with self.assertRaises(sbx.SbxError) as got:
+                    await h.read_file(sid, "../outside")
+                try:
+                    h.host.read_file(sid, "../outside")
+                except sbx.SbxError as e:
+                    want = e
+                self.assertEqual(str(got.exception), str(want))
+                await h.destroy(sid)
+        asyncio.run(main())
+
+    def test_a_cancelled_create_deletes_the_sandbox_it_made(self):
+        state = tempfile.mkdtemp(prefix="sbx-async-")
+
+        async def main():
+            async with sbx.AsyncHost(LOCAL, state_dir=state) as h:
+                task = asyncio.ensure_future(h.create())
+                await asyncio.sleep(0)  # submitted; its completion cannot be read yet
+                task.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await task
+                await _until(lambda: _ledger_states(state) == ["gone"])
+                self.assertEqual(_ledger_states(state), ["gone"])
+        try:
+            asyncio.run(main())
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
 
     def test_infra_error_is_an_exception_not_a_result(self):
         async def main():
