@@ -139,6 +139,22 @@ class AsyncTest(unittest.TestCase):
         finally:
             shutil.rmtree(state, ignore_errors=True)
 
+    def test_aclose_right_after_a_cancelled_create_still_deletes_its_sandbox(self):
+        state = tempfile.mkdtemp(prefix="sbx-async-")
+
+        async def main():
+            h = sbx.AsyncHost(LOCAL, state_dir=state)
+            task = asyncio.ensure_future(h.create())
+            await asyncio.sleep(0)
+            task.cancel()
+            await h.aclose()
+            self.assertTrue(task.cancelled())
+        try:
+            asyncio.run(main())
+            self.assertEqual(_ledger_states(state), ["gone"])
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+
     def test_infra_error_is_an_exception_not_a_result(self):
         async def main():
             async with sbx.AsyncHost() as h:

@@ -598,7 +598,7 @@ class _Queue:
             fut.set_result(value)
 
     def pending(self) -> List["asyncio.Future"]:
-        return [f for f, _, _ in self._calls.values()]
+        return [f for f, _, _ in self._calls.values() if not f.done()]
 
     def close(self):
         """Frees the queue; it waits for calls still running (kill commands first)."""
@@ -789,6 +789,10 @@ class AsyncHost:
             await loop.run_in_executor(None, t.join)
         if self._queue._loop is loop:
             await asyncio.gather(*self._queue.pending(), return_exceptions=True)
+            # A call whose await was cancelled is still running; its completion may have work
+            # to do (a cancelled create deletes its sandbox): wait until all are settled.
+            while self._queue._calls:
+                await asyncio.sleep(0.01)
         await loop.run_in_executor(None, self._queue.close)
         await loop.run_in_executor(None, lambda: self._pool.shutdown(wait=True))
         self.host.close()
