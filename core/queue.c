@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -74,6 +75,7 @@ static void run(sbx_queue *q, job *j)
 static void *worker(void *arg)
 {
 	sbx_queue *q = arg;
+	pthread_setname_np(pthread_self(), "sbx-queue");
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
 		while (!q->pending && !q->stopping) {
@@ -99,6 +101,18 @@ static void *worker(void *arg)
 	}
 	pthread_mutex_unlock(&q->lock);
 	return NULL;
+}
+
+/* A worker starts with every signal blocked, so the caller's handlers keep running on the
+ * caller's threads (a SIGINT meant for a Python harness must not land on one of ours). */
+static int start_worker(sbx_queue *q)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&q->threads[q->started], NULL, worker, q);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
 }
 
 int sbx_queue_new(sbx_host *host, uint32_t workers, sbx_queue **out, sbx_error *err)
@@ -192,7 +206,7 @@ int sbx_queue_submit(sbx_queue *q, const sbx_call *call, sbx_error *err)
 	*q->pending_tail = j;
 	q->pending_tail = &j->next;
 	if (q->idle == 0 && q->started < q->max) {
-		if (pthread_create(&q->threads[q->started], NULL, worker, q) == 0)
+		if (start_worker(q) == 0)
 			q->started++;
 		else if (q->started == 0) {
 			/* No thread to run it: take the call back rather than strand it. */

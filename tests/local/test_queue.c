@@ -3,7 +3,9 @@
  * calls and refused ones, and freeing a queue with calls running and completions untaken
  * (the sanitizers see the leaks a wrong free would leave). */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,5 +307,45 @@ Test(queue, free_finishes_submitted_calls_and_frees_untaken_results)
 			     err.message);
 		cr_assert_eq(st.size, 2);
 	}
+	cr_assert_eq(sbx_destroy(host, id, &err), SBX_OK, "%s", err.message);
+}
+
+/* The queue's threads ("sbx-queue") run with SIGINT and SIGTERM blocked: a harness's signal
+ * handlers stay on its own threads. */
+Test(queue, workers_block_the_callers_signals)
+{
+	new_queue(2);
+	char id[SBX_ID_MAX];
+	create_one(id); /* a worker now exists, idle */
+	DIR *d = opendir("/proc/self/task");
+	cr_assert_not_null(d);
+	int workers = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[300], line[256] = "";
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		int named = fgets(line, sizeof(line), f) && strcmp(line, "sbx-queue\n") == 0;
+		fclose(f);
+		if (!named)
+			continue;
+		workers++;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		f = fopen(path, "r");
+		cr_assert_not_null(f);
+		unsigned long long blocked = 0;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "SigBlk: %llx", &blocked) == 1)
+				break;
+		fclose(f);
+		cr_assert(blocked & (1ULL << (SIGINT - 1)), "SigBlk %llx", blocked);
+		cr_assert(blocked & (1ULL << (SIGTERM - 1)), "SigBlk %llx", blocked);
+	}
+	closedir(d);
+	cr_assert_eq(workers, 1);
 	cr_assert_eq(sbx_destroy(host, id, &err), SBX_OK, "%s", err.message);
 }
