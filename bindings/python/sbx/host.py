@@ -527,7 +527,8 @@ class _Queue:
         self._q = q
         self._fd = self._L.sbx_queue_fd(q)
         self._loop = None
-        self._calls: Dict[int, tuple] = {}  # tag -> (future, the sbx_call and what it holds, convert)
+        # tag -> (future, the sbx_call with what it points to, convert)
+        self._calls: Dict[int, tuple] = {}
         self._tag = 0
         self._buf = (_lib.Completion * self.BATCH)()
         _lib.init_header(self._buf[0])
