@@ -349,3 +349,57 @@ Test(queue, workers_block_the_callers_signals)
 	cr_assert_eq(workers, 1);
 	cr_assert_eq(sbx_destroy(host, id, &err), SBX_OK, "%s", err.message);
 }
+
+/* Sixty lifecycles at once on eight workers, taken in batches of five: every sandbox gets its
+ * own id, every command its own output, every destroy succeeds. */
+Test(queue, many_lifecycles_in_batches)
+{
+	enum { N = 60 };
+	new_queue(8);
+	static char ids[N][SBX_ID_MAX];
+	static char cmds[N][32];
+	static sbx_exec_opts ex[N];
+	int stage[N] = {0}, done = 0;
+	for (int i = 0; i < N; i++) {
+		sbx_call c = {.op = SBX_CALL_CREATE, .tag = (uint64_t)i};
+		submit(&c);
+	}
+	while (done < N) {
+		cr_assert(readable(60000), "stalled with %d of %d done", done, N);
+		sbx_completion got[5];
+		SBX_INIT_HEADER(got[0]);
+		size_t n = 0;
+		cr_assert_eq(sbx_queue_take(queue, got, 5, &n, &err), SBX_OK, "%s", err.message);
+		for (size_t k = 0; k < n; k++) {
+			sbx_completion *d = &got[k];
+			int i = (int)d->tag;
+			cr_assert_eq(d->status, SBX_OK, "%d: %s", i, d->err.message);
+			cr_assert_eq(d->op, (uint32_t)(stage[i] + 1));
+			if (d->op == SBX_CALL_CREATE) {
+				snprintf(ids[i], SBX_ID_MAX, "%s", d->id);
+				snprintf(cmds[i], sizeof(cmds[i]), "echo task-%d", i);
+				ex[i] = (sbx_exec_opts){.shell = cmds[i]};
+				SBX_INIT_HEADER(ex[i]);
+				sbx_call x = {.op = SBX_CALL_EXEC,
+					      .tag = (uint64_t)i,
+					      .id = ids[i],
+					      .exec = &ex[i]};
+				submit(&x);
+			} else if (d->op == SBX_CALL_EXEC) {
+				char want[32];
+				snprintf(want, sizeof(want), "task-%d\n", i);
+				cr_assert_str_eq(d->exec->stdout_text, want);
+				sbx_exec_result_free(d->exec);
+				sbx_call x = {
+				    .op = SBX_CALL_DESTROY, .tag = (uint64_t)i, .id = ids[i]};
+				submit(&x);
+			} else {
+				done++;
+			}
+			stage[i]++;
+		}
+	}
+	for (int i = 0; i < N; i++)
+		for (int j = i + 1; j < N; j++)
+			cr_assert_str_neq(ids[i], ids[j]);
+}
