@@ -35,7 +35,9 @@ struct sbx_queue {
 	pthread_cond_t work;
 	job *pending, **pending_tail;
 	job *done, **done_tail;
-	uint32_t max, started, idle;
+	uint32_t max, started;
+	uint32_t idle;  /* workers waiting on `work` */
+	uint32_t woken; /* of those, how many a submit has signalled and not yet run */
 	int stopping;
 	pthread_t *threads;
 };
@@ -82,6 +84,8 @@ static void *worker(void *arg)
 			q->idle++;
 			pthread_cond_wait(&q->work, &q->lock);
 			q->idle--;
+			if (q->woken)
+				q->woken--;
 		}
 		job *j = q->pending;
 		if (!j)
@@ -96,8 +100,11 @@ static void *worker(void *arg)
 		int was_empty = q->done == NULL;
 		*q->done_tail = j;
 		q->done_tail = &j->next;
-		if (was_empty)
+		if (was_empty) { /* outside the lock: a woken taker must not wait for it */
+			pthread_mutex_unlock(&q->lock);
 			wake(q);
+			pthread_mutex_lock(&q->lock);
+		}
 	}
 	pthread_mutex_unlock(&q->lock);
 	return NULL;
@@ -205,7 +212,12 @@ int sbx_queue_submit(sbx_queue *q, const sbx_call *call, sbx_error *err)
 	}
 	*q->pending_tail = j;
 	q->pending_tail = &j->next;
-	if (q->idle == 0 && q->started < q->max) {
+	/* A waiting worker already signalled for an earlier call is not free for this one: in a
+	 * burst of submits, counting it would leave every call to one worker. */
+	int signal = q->idle > q->woken;
+	if (signal) {
+		q->woken++;
+	} else if (q->started < q->max) {
 		if (start_worker(q) == 0)
 			q->started++;
 		else if (q->started == 0) {
@@ -217,10 +229,11 @@ int sbx_queue_submit(sbx_queue *q, const sbx_call *call, sbx_error *err)
 			return sbx__set_error(err, SBX_E_NOMEM, "queue: cannot start a worker");
 		}
 		/* Else the running workers get to it. */
-	} else {
-		pthread_cond_signal(&q->work);
 	}
 	pthread_mutex_unlock(&q->lock);
+	/* Signalled after the unlock, so the woken worker does not block on the lock at once. */
+	if (signal)
+		pthread_cond_signal(&q->work);
 	return SBX_OK;
 }
 
@@ -251,11 +264,12 @@ int sbx_queue_take(sbx_queue *q, sbx_completion *out, size_t max, size_t *n, sbx
 	}
 	q->done = *last;
 	*last = NULL;
-	if (!q->done)
+	int more = q->done != NULL;
+	if (!more)
 		q->done_tail = &q->done;
-	else
-		wake(q);
 	pthread_mutex_unlock(&q->lock);
+	if (more)
+		wake(q);
 	for (size_t i = 0; taken; i++) {
 		job *next = taken->next;
 		sbx_completion *slot = (sbx_completion *)((char *)out + i * stride);

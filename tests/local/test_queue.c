@@ -403,3 +403,29 @@ Test(queue, many_lifecycles_in_batches)
 		for (int j = i + 1; j < N; j++)
 			cr_assert_str_neq(ids[i], ids[j]);
 }
+
+/* A burst of submits after a worker went idle still runs on as many workers as it has
+ * calls: four commands that each wait (20 s at most) until all four are running see four.
+ * Counting a signalled idle worker as free for every call of the burst left them to one. */
+Test(queue, a_burst_spreads_over_the_workers)
+{
+	new_queue(4);
+	char id[SBX_ID_MAX];
+	create_one(id); /* one worker, idle now */
+	sbx_exec_opts e = {.shell = "mkdir -p run && touch run/$$ && i=0; "
+				    "while [ $(ls run | wc -l) -lt 4 ] && [ $i -lt 400 ]; do "
+				    "sleep 0.05; i=$((i + 1)); done; ls run | wc -l"};
+	SBX_INIT_HEADER(e);
+	for (int i = 0; i < 4; i++) {
+		sbx_call x = {.op = SBX_CALL_EXEC, .tag = (uint64_t)i, .id = id, .exec = &e};
+		submit(&x);
+	}
+	for (int i = 0; i < 4; i++) {
+		sbx_completion d = next();
+		cr_assert_eq(d.status, SBX_OK, "%s", d.err.message);
+		cr_assert_str_eq(d.exec->stdout_text, "4\n", "a command saw %s running",
+				 d.exec->stdout_text);
+		sbx_exec_result_free(d.exec);
+	}
+	cr_assert_eq(sbx_destroy(host, id, &err), SBX_OK, "%s", err.message);
+}
