@@ -2,9 +2,9 @@
  * an eventfd that says when finished ones wait to be taken.
  *
  * One lock guards both lists. A worker sleeps on `work` while nothing is pending; a submit
- * wakes one and starts a new thread only when none is idle and fewer than `max` run, so a
- * queue that never has more than four calls in flight never has more than four threads. The
- * eventfd is written when the done list turns non-empty, and again by a take that leaves
+ * wakes one not yet signalled and starts a new thread only when there is none and fewer than
+ * `max` run, so a queue that never has more than four calls in flight never has more than
+ * four threads. The eventfd is written when the done list turns non-empty, and again by a take that leaves
  * completions behind, so a loop that drains in several takes keeps being woken; a wake that
  * finds the list already drained takes nothing. */
 #include <errno.h>
@@ -162,11 +162,6 @@ int sbx_queue_fd(const sbx_queue *q)
 
 static int call_ok(const sbx_call *c, sbx_error *err)
 {
-	if (c->struct_size < CALL_SIZE_1_2)
-		return sbx__set_error(err, SBX_E_INVAL,
-				      "queue: sbx_call struct has size %" PRIu32
-				      ", expected at least %zu (use SBX_INIT_HEADER)",
-				      c->struct_size, (size_t)CALL_SIZE_1_2);
 	switch (c->op) {
 	case SBX_CALL_CREATE:
 		return SBX_OK;
@@ -194,16 +189,21 @@ int sbx_queue_submit(sbx_queue *q, const sbx_call *call, sbx_error *err)
 {
 	if (!q || !call)
 		return sbx__set_error(err, SBX_E_INVAL, "queue: queue and call are required");
-	int rc = call_ok(call, err);
-	if (rc != SBX_OK)
-		return rc;
 	job *j = sbx__calloc(1, sizeof(*j));
 	if (!j)
 		return sbx__set_error(err, SBX_E_NOMEM, "queue: out of memory");
-	memcpy(&j->call, call, sizeof(j->call));
+	/* Read zero-extended, as every struct a caller passes in (structs.c). */
+	int rc =
+	    sbx__struct_in(call, &j->call, sizeof(j->call), CALL_SIZE_1_2, "queue: sbx_call", err);
+	if (rc == SBX_OK)
+		rc = call_ok(&j->call, err);
+	if (rc != SBX_OK) {
+		sbx__free(j);
+		return rc;
+	}
 	SBX_INIT_HEADER(j->done);
-	j->done.op = call->op;
-	j->done.tag = call->tag;
+	j->done.op = j->call.op;
+	j->done.tag = j->call.tag;
 	pthread_mutex_lock(&q->lock);
 	if (q->stopping) {
 		pthread_mutex_unlock(&q->lock);

@@ -598,9 +598,6 @@ class _Queue:
         else:
             fut.set_result(value)
 
-    def pending(self) -> List["asyncio.Future"]:
-        return [f for f, _, _ in self._calls.values() if not f.done()]
-
     def close(self):
         """Frees the queue; it waits for calls still running (kill commands first)."""
         if self._q is None:
@@ -789,9 +786,8 @@ class AsyncHost:
         for t in kills:
             await loop.run_in_executor(None, t.join)
         if self._queue._loop is loop:
-            await asyncio.gather(*self._queue.pending(), return_exceptions=True)
-            # A call whose await was cancelled is still running; its completion may have work
-            # to do (a cancelled create deletes its sandbox): wait until all are settled.
+            # Every call settles, those whose await was cancelled too: a completion may have
+            # work left (a cancelled create deletes its sandbox).
             while self._queue._calls:
                 await asyncio.sleep(0.01)
         await loop.run_in_executor(None, self._queue.close)
