@@ -13,8 +13,9 @@
  * Each concurrency runs its kinds back to back, ROUNDS times, each round starting one kind
  * further along (so load drift lands on all alike), and prints the ratios to the floor and
  * the C API of the same round, the load average, each kind's CPU per task (everything, the
- * commands included, and the host process's alone where it is known apart), and the medians. Targets (issue 19): rollout <= 1.2x the floor at concurrency 64,
- * faster than NexAU; AsyncHost <= 1.1x the C API.
+ * commands included, and the host process's alone where it is known apart), and the medians.
+ * Targets (issue 19): rollout <= 1.2x the floor at concurrency 64, faster than NexAU;
+ * AsyncHost <= 1.1x the C API.
  *
  * `bench_rollout N ROUNDS T...` (defaults 1000 1 4 16 64). Sandboxes and the floor's folders
  * live under $SBX_STATE_DIR (put it on tmpfs). SBX_BENCH_COMMANDS=K runs K `echo hi` per task
@@ -276,21 +277,13 @@ typedef struct setup {
 	int t;
 } setup;
 
-/* CPU seconds this process has used (user + system), the commands it reaped not counted. */
-static double self_cpu(void)
+/* CPU seconds (user + system) of this process (RUSAGE_SELF, the commands it reaped not
+ * counted) or of the children it reaped (RUSAGE_CHILDREN: the commands, or a child kind's
+ * whole process tree). */
+static double cpu_of(int who)
 {
 	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-/* CPU seconds of the children this process reaped (the commands, or a child kind's whole
- * process tree). */
-static double children_cpu(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_CHILDREN, &ru);
+	getrusage(who, &ru);
 	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
@@ -301,7 +294,7 @@ static double cpu_ms[N_KINDS], total_ms[N_KINDS];
 
 static double run_kind(int k, setup *s)
 {
-	double c0 = self_cpu(), k0 = children_cpu(), t, py_cpu[2] = {-1, -1};
+	double c0 = cpu_of(RUSAGE_SELF), k0 = cpu_of(RUSAGE_CHILDREN), t, py_cpu[2] = {-1, -1};
 	cpu_ms[k] = total_ms[k] = -1;
 	switch (k) {
 	case K_FLOOR:
@@ -318,7 +311,7 @@ static double run_kind(int k, setup *s)
 		char *roll[] = {SBX_BENCH_CLI, "rollout",   "--concurrency",  s->ts,
 				"--output",    "/dev/null", (char *)s->tasks, NULL};
 		t = run_child(roll, NULL);
-		total_ms[k] = (children_cpu() - k0) * 1000.0 / n_tasks;
+		total_ms[k] = (cpu_of(RUSAGE_CHILDREN) - k0) * 1000.0 / n_tasks;
 		return t;
 	}
 	case K_ASYNC: {
@@ -347,8 +340,8 @@ static double run_kind(int k, setup *s)
 		}
 		return t;
 	}
-	cpu_ms[k] = (self_cpu() - c0) * 1000.0 / n_tasks;
-	total_ms[k] = cpu_ms[k] + (children_cpu() - k0) * 1000.0 / n_tasks;
+	cpu_ms[k] = (cpu_of(RUSAGE_SELF) - c0) * 1000.0 / n_tasks;
+	total_ms[k] = cpu_ms[k] + (cpu_of(RUSAGE_CHILDREN) - k0) * 1000.0 / n_tasks;
 	return t;
 }
 
