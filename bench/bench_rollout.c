@@ -13,7 +13,8 @@
  * Each concurrency runs its kinds back to back, ROUNDS times, each round starting one kind
  * further along (so load drift lands on all alike), and prints the ratios to the floor and
  * the C API of the same round, the load average, each kind's CPU per task (everything, the
- * commands included, and the host process's alone where it is known apart), and the medians.
+ * commands included, and the host process's alone where it is known apart), the medians, and
+ * each sbx kind against NexAU round by round.
  * Targets (issue 19): rollout <= 1.2x the floor at concurrency 64, faster than NexAU;
  * AsyncHost <= 1.1x the C API.
  *
@@ -359,6 +360,49 @@ static double median(double *v, int n)
 
 #define MAX_ROUNDS 64
 
+/* Each sbx kind against NexAU, paired within a round: in how many rounds it was the faster
+ * of the two, and the median of NexAU's time over its own (above 1: sbx faster). Two kinds
+ * run a few seconds apart in one round see the same machine; across rounds its speed moves
+ * by more than what separates them, which the medians of the ratios to the floor blur.
+ * Then the commands' own CPU per task (everything less the host process's) where the host's
+ * is known apart: what the host does and what its commands cost are separate questions. */
+static void against_nexau(double (*secs)[N_KINDS], double (*tot)[N_KINDS], double (*hcpu)[N_KINDS],
+			  int rounds, const int *kinds, int n_kinds, int t)
+{
+	int any = 0;
+	for (int r = 0; r < rounds; r++)
+		any |= secs[r][K_NEXAU] >= 0;
+	if (!any)
+		return;
+	printf("concurrency %d, against NexAU in the same round:", t);
+	for (int j = 0; j < n_kinds; j++) {
+		int k = kinds[j], n = 0, won = 0;
+		if (k == K_FLOOR || k == K_NEXAU)
+			continue;
+		double v[MAX_ROUNDS];
+		for (int r = 0; r < rounds; r++) {
+			if (secs[r][k] < 0 || secs[r][K_NEXAU] < 0)
+				continue;
+			v[n++] = secs[r][K_NEXAU] / secs[r][k];
+			won += secs[r][k] < secs[r][K_NEXAU];
+		}
+		if (n)
+			printf("  %s faster in %d of %d, NexAU / %s %.2f;", kind_names[k], won, n,
+			       kind_names[k], median(v, n));
+	}
+	printf("\nconcurrency %d, the commands' CPU per task (median):", t);
+	for (int j = 0; j < n_kinds; j++) {
+		int k = kinds[j], n = 0;
+		double v[MAX_ROUNDS];
+		for (int r = 0; r < rounds; r++)
+			if (tot[r][k] >= 0 && hcpu[r][k] >= 0)
+				v[n++] = tot[r][k] - hcpu[r][k];
+		if (n)
+			printf("  %s %.2f ms;", kind_names[k], median(v, n));
+	}
+	printf("\n");
+}
+
 /* One concurrency: each round runs every kind once, the round r starting r kinds further
  * along, so a load that rises or falls during the run lands on every kind alike; each ratio
  * is taken within its round, and the summary gives their medians. */
@@ -442,6 +486,7 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 		printf(";");
 	}
 	printf("\n");
+	against_nexau(secs, tot, hcpu, rounds, kinds, n_kinds, s->t);
 	fflush(stdout);
 }
 
