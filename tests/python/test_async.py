@@ -122,6 +122,25 @@ class AsyncTest(unittest.TestCase):
                 await h.destroy(sid)
         asyncio.run(main())
 
+    def test_write_file_takes_what_host_write_file_takes(self):
+        """Through the queue, a bytes-like object is written as its bytes and a bad type
+        raises Host.write_file's TypeError."""
+        async def main():
+            async with sbx.AsyncHost(LOCAL) as h:
+                sid = await h.create()
+                try:
+                    await h.write_file(sid, "ba.bin", bytearray(b"\x00q"))
+                    await h.write_file(sid, "mv.bin", memoryview(b"abc")[:2])
+                    self.assertEqual(await h.read_file(sid, "ba.bin"), b"\x00q")
+                    self.assertEqual(await h.read_file(sid, "mv.bin"), b"ab")
+                    with self.assertRaises(TypeError) as got:
+                        await h.write_file(sid, "bad.txt", 3.5)
+                    self.assertEqual(str(got.exception), "sbx: write_file data must be str "
+                                     "or bytes-like, not float")
+                finally:
+                    await h.destroy(sid)
+        asyncio.run(main())
+
     def test_a_cancelled_create_deletes_the_sandbox_it_made(self):
         state = tempfile.mkdtemp(prefix="sbx-async-")
 

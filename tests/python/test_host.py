@@ -48,6 +48,26 @@ class HostTest(unittest.TestCase):
         self.assertEqual(r.stdout, "before\n")
         self.assertLess(r.duration, 1.5)
 
+    def test_write_file_data_kinds(self):
+        """str goes as UTF-8, any bytes-like object as its bytes; anything else is a
+        TypeError naming its type, and nothing is written."""
+        import array
+        cases = [("s.txt", "h\u00e9\n", b"h\xc3\xa9\n"),
+                 ("ba.bin", bytearray(b"\x00ab"), b"\x00ab"),
+                 ("mv.bin", memoryview(b"xyz")[1:], b"yz"),
+                 ("ar.bin", array.array("B", [1, 2, 255]), b"\x01\x02\xff")]
+        for name, data, want in cases:
+            self.host.write_file(self.sid, name, data)
+            self.assertEqual(self.host.read_file(self.sid, name), want, name)
+        for bad in (None, 7, ["a"]):
+            with self.assertRaises(TypeError) as cm:
+                self.host.write_file(self.sid, "bad.txt", bad)
+            self.assertEqual(str(cm.exception),
+                             "sbx: write_file data must be str or bytes-like, not %s"
+                             % type(bad).__name__)
+        with self.assertRaises(sbx.PathError):
+            self.host.read_file(self.sid, "bad.txt")
+
     def test_files(self):
         self.host.write_file(self.sid, "d/f.bin", b"\x00\x01\xfe")
         self.assertEqual(self.host.read_file(self.sid, "d/f.bin"), b"\x00\x01\xfe")

@@ -40,6 +40,22 @@ def _s(b):
     return None if b is None else b.decode("utf-8", "surrogateescape")
 
 
+# What write_file takes (any other bytes-like object, an array.array say, goes too).
+Data = Union[str, bytes, bytearray, memoryview]
+
+
+def _data(data):
+    """A file's content for write_file: str as UTF-8, or any bytes-like object (bytes,
+    bytearray, memoryview, array) as its bytes; anything else is a TypeError naming it."""
+    if isinstance(data, str):
+        return data.encode("utf-8", "surrogateescape")
+    try:
+        return memoryview(data).tobytes()
+    except TypeError:
+        raise TypeError("sbx: write_file data must be str or bytes-like, not %s"
+                        % type(data).__name__) from None
+
+
 def _kv_array(pairs: Optional[Mapping[str, str]], env: bool = True):
     items = list((pairs or {}).items())
     arr = (_lib.KV * max(1, len(items)))()
@@ -305,9 +321,8 @@ class Host:
         finally:
             self._L.sbx_free(data)
 
-    def write_file(self, sandbox_id: str, path: str, data: Union[bytes, str],
-                   mode: int = 0) -> None:
-        raw = data if isinstance(data, bytes) else data.encode()
+    def write_file(self, sandbox_id: str, path: str, data: Data, mode: int = 0) -> None:
+        raw = _data(data)
         self._call(self._L.sbx_write_file, self._h, _b(sandbox_id), _b(path), raw, len(raw),
                    mode)
 
@@ -414,7 +429,7 @@ class Sandbox:
     def read_file(self, path: str) -> bytes:
         return self.host.read_file(self.id, path)
 
-    def write_file(self, path: str, data: Union[bytes, str], mode: int = 0) -> None:
+    def write_file(self, path: str, data: Data, mode: int = 0) -> None:
         self.host.write_file(self.id, path, data, mode)
 
     def stat(self, path: str) -> FileEntry:
@@ -468,7 +483,7 @@ class AsyncSandbox:
     async def read_file(self, path: str) -> bytes:
         return await self.host.read_file(self.id, path)
 
-    async def write_file(self, path: str, data: Union[bytes, str], mode: int = 0) -> None:
+    async def write_file(self, path: str, data: Data, mode: int = 0) -> None:
         await self.host.write_file(self.id, path, data, mode)
 
     async def status(self) -> str:
@@ -735,12 +750,12 @@ class AsyncHost:
             return await self._run(self.host.read_file, sandbox_id, path)
         return await q.submit(_lib.CALL_READ_FILE, _read, sandbox_id=sandbox_id, path=path)
 
-    async def write_file(self, sandbox_id: str, path: str, data: Union[bytes, str],
+    async def write_file(self, sandbox_id: str, path: str, data: Data,
                          mode: int = 0) -> None:
         q = self._queued()
         if q is None:
             return await self._run(self.host.write_file, sandbox_id, path, data, mode)
-        raw = data if isinstance(data, bytes) else data.encode()
+        raw = _data(data)
         return await q.submit(_lib.CALL_WRITE_FILE, _no_value, sandbox_id=sandbox_id,
                               path=path, data=raw, mode=mode)
 
