@@ -270,21 +270,83 @@ Test(loader, every_allocation_failure_is_nomem_without_leaks)
 	}
 }
 
+/* Writes a copy of the file src to dst (a new file, mode 0755). */
+static void copy_file(const char *src, const char *dst)
+{
+	FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+	cr_assert(in && out, "copy %s to %s", src, dst);
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		cr_assert_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	cr_assert_eq(fclose(out), 0);
+	cr_assert_eq(chmod(dst, 0755), 0);
+}
+
 /* A copy of the ok fixture in a new folder under TEST_TMP_DIR; its path goes into file. */
 static void copy_ok(char *dir, size_t dcap, char *file, size_t fcap)
 {
 	snprintf(dir, dcap, "%s/trust-XXXXXX", TEST_TMP_DIR);
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(file, fcap, "%s/sbx-copy.so", dir);
-	FILE *in = fopen(FX("ok"), "rb"), *out = fopen(file, "wb");
-	cr_assert(in && out);
-	char buf[65536];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-		fwrite(buf, 1, n, out);
-	fclose(in);
-	fclose(out);
-	cr_assert_eq(chmod(file, 0755), 0);
+	copy_file(FX("ok"), file);
+}
+
+/* 1 when /proc/self/maps has a mapping of the file at path. */
+static int mapped(const char *path)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	cr_assert_not_null(f);
+	char line[4096];
+	int found = 0;
+	size_t n = strlen(path);
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+		found = p && strncmp(p, path, n) == 0 && (p[n] == '\n' || p[n] == '\0');
+	}
+	fclose(f);
+	return found;
+}
+
+Test(loader, a_loaded_plugin_stays_mapped_until_its_file_is_replaced)
+{
+	char dir[700], file[800], next[800];
+	copy_ok(dir, sizeof(dir), file, sizeof(file));
+	sbx__module *mod;
+	sbx_error err;
+	cr_assert_eq(load(file, "ok", &mod, &err), SBX_OK, "%s", err.message);
+	sbx__module_unload(mod);
+	/* The next host's load finds it mapped: no map, relocation and unmap per host. */
+	cr_assert(mapped(file), "%s was unmapped with its last module", file);
+	cr_assert_eq(load(file, "ok", &mod, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(sbx__module_desc(mod, 0)->alias, "ok");
+	sbx__module_unload(mod);
+	/* Another plugin renamed over it (an upgrade) is what the next load gets. */
+	snprintf(next, sizeof(next), "%s/next.so", dir);
+	copy_file(FX("ok2"), next);
+	cr_assert_eq(rename(next, file), 0);
+	const char *expected[] = {"ok2a", "ok2b"};
+	cr_assert_eq(sbx__module_load(file, sbx__host_api(), expected, 2, &mod, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(sbx__module_count(mod), 2);
+	cr_assert_str_eq(sbx__module_desc(mod, 0)->alias, "ok2a");
+	sbx__module_unload(mod);
+	unlink(file);
+	rmdir(dir);
+}
+
+Test(loader, a_plugin_that_fails_to_load_is_not_kept_mapped)
+{
+	char dir[700], file[800];
+	copy_ok(dir, sizeof(dir), file, sizeof(file));
+	copy_file(FX("entryfail"), file);
+	sbx__module *mod;
+	sbx_error err;
+	cr_assert_neq(load(file, "ok", &mod, &err), SBX_OK);
+	cr_assert_not(mapped(file), "%s stayed mapped after its load failed", file);
+	unlink(file);
+	rmdir(dir);
 }
 
 static void expect_refused(const char *file, const char *what, const char *why, unsigned mode,
