@@ -49,6 +49,45 @@ class NexAUTest(unittest.TestCase):
         (Path(self.tmp.name) / "host.txt").write_text("from host")
         self.assertEqual(self.sb.execute_bash("cat host.txt").stdout, "from host")
 
+    def test_output_folder_is_made_before_the_command_runs(self):
+        """In LocalSandbox mode the output folder and command.txt are made before the command
+        starts, by this process (no mkdir process per command); a folder that cannot be made
+        is an ERROR result, and the command does not run."""
+        r = self.sb.execute_bash("echo h\u00e9")
+        self.assertEqual(r.stdout, "h\u00e9\n")
+        self.assertEqual(Path(r.output_dir, "command.txt").read_bytes(), "echo h\u00e9".encode())
+        self.assertEqual(Path(r.stdout_file).read_text(), "h\u00e9\n")
+        marker = Path(self.tmp.name, "ran")
+        with tempfile.TemporaryDirectory() as outside:
+            blocker = Path(outside, "not-a-dir")  # a host file, outside the work dir
+            blocker.write_text("")
+            self.sb._tmp = str(blocker)  # the temp dir NexAU's output folders go under
+            r = self.sb.execute_bash(f"touch {marker}")
+            self.assertEqual((r.status, r.exit_code), (SandboxStatus.ERROR, -1))
+            self.assertEqual(r.error, "Execution failed: [Errno 20] Not a directory: '%s'"
+                             % os.path.join(str(blocker), "nexau_bash_tool_results"))
+        blocker = Path(self.tmp.name, "not-a-dir")  # inside it: through sbx's file calls
+        blocker.write_text("")
+        self.sb._tmp = str(blocker)
+        r = self.sb.execute_bash(f"touch {marker}")
+        self.assertEqual((r.status, r.exit_code), (SandboxStatus.ERROR, -1))
+        self.assertTrue(r.error.startswith("Execution failed: "), r.error)
+        self.assertIn("not-a-dir", r.error)
+        self.assertFalse(marker.exists())
+
+    def test_wrapper_reports_a_folder_it_cannot_make(self):
+        """Where the wrapper makes the output folder (backends other than LocalSandbox
+        mode), a failure is exit 125 with its own message first on stderr, which
+        execute_bash turns into an ERROR result."""
+        import subprocess
+        from sbx.adapters.nexau import _WRAP
+        with tempfile.NamedTemporaryFile() as f:
+            out = os.path.join(f.name, "o")
+            p = subprocess.run(["/bin/sh", "-c", _WRAP, "sbx-nexau", out, "echo ran"],
+                               capture_output=True, text=True)
+        self.assertEqual((p.returncode, p.stdout, p.stderr),
+                         (125, "", f"sbx-nexau: cannot make the output folder {out}\n"))
+
     def test_execute_bash_fields(self):
         r = self.sb.execute_bash("echo hi")
         self.assertEqual((r.status, r.stdout, r.exit_code, r.truncated, r.error),
