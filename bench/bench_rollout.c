@@ -9,7 +9,9 @@
  *   NexAU:     (with SBX_BENCH_NEXAU=<checkout>) bench/rollout.py nexau: N tasks on T threads
  *              through NexAU's LocalSandboxManager (start, execute_bash, stop, rmtree), run
  *              by $SBX_BENCH_NEXAU_PYTHON (default python3.12) with the caller's PYTHONPATH
- *              (NexAU's dependencies or stand-ins for them).
+ *              (NexAU's dependencies or stand-ins for them);
+ *   NexAU/sbx: (with SBX_BENCH_NEXAU) the same tasks after the one-line swap to sbx's drop-in,
+ *              sbx.adapters.nexau.SbxSandboxManager: what a NexAU user who switches gets.
  * Each concurrency runs its kinds back to back, ROUNDS times, each round starting one kind
  * further along (so load drift lands on all alike), and prints the ratios to the floor and
  * the C API of the same round, the load average, each kind's CPU per task (everything, the
@@ -269,8 +271,9 @@ static double load_average(void)
 	return l;
 }
 
-enum { K_FLOOR, K_CAPI, K_ROLLOUT, K_ASYNC, K_NEXAU, N_KINDS };
-static const char *const kind_names[N_KINDS] = {"floor", "C API", "rollout", "AsyncHost", "NexAU"};
+enum { K_FLOOR, K_CAPI, K_ROLLOUT, K_ASYNC, K_NEXAU, K_NEXAU_SBX, N_KINDS };
+static const char *const kind_names[N_KINDS] = {"floor",     "C API", "rollout",
+						"AsyncHost", "NexAU", "NexAU/sbx"};
 
 typedef struct setup {
 	const char *tasks, *nexau, *nexau_py;
@@ -325,7 +328,7 @@ static double run_kind(int k, setup *s)
 	default: {
 		char *py[] = {(char *)(s->nexau_py ? s->nexau_py : "python3.12"),
 			      SBX_BENCH_SOURCE "/bench/rollout.py",
-			      "nexau",
+			      k == K_NEXAU ? "nexau" : "nexau-sbx",
 			      s->ns,
 			      s->ts,
 			      (char *)s->nexau,
@@ -334,7 +337,7 @@ static double run_kind(int k, setup *s)
 		break;
 	}
 	}
-	if (k == K_ASYNC || k == K_NEXAU) { /* what the Python run says of its tasks' span */
+	if (k == K_ASYNC || k == K_NEXAU || k == K_NEXAU_SBX) { /* the Python run's own span */
 		if (py_cpu[0] >= 0) {
 			cpu_ms[k] = py_cpu[0];
 			total_ms[k] = py_cpu[0] + py_cpu[1];
@@ -429,7 +432,7 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 			}
 			printf("  %-10s %7.2f s  %5.0f tasks/s  %.2fx floor", kind_names[k],
 			       secs[r][k], n_tasks / secs[r][k], secs[r][k] / fl);
-			if (k == K_ROLLOUT || k == K_ASYNC)
+			if (k == K_ROLLOUT || k == K_ASYNC || k == K_NEXAU_SBX)
 				printf("  %.2fx the C API", secs[r][k] / capi);
 			if (total_ms[k] >= 0)
 				printf("  CPU %.2f ms/task", total_ms[k]);
@@ -457,7 +460,7 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 			continue;
 		}
 		printf("  %s %.2fx floor", kind_names[k], median(v, n));
-		if (k == K_ROLLOUT || k == K_ASYNC) {
+		if (k == K_ROLLOUT || k == K_ASYNC || k == K_NEXAU_SBX) {
 			n = 0;
 			for (int r = 0; r < rounds; r++)
 				if (secs[r][k] >= 0)
@@ -533,8 +536,10 @@ int main(int argc, char **argv)
 	int kinds[N_KINDS] = {K_FLOOR, K_CAPI, K_ROLLOUT}, n_kinds = 3;
 	if (getenv("SBX_BENCH_PYTHON") && strcmp(getenv("SBX_BENCH_PYTHON"), "1") == 0)
 		kinds[n_kinds++] = K_ASYNC;
-	if (s.nexau)
+	if (s.nexau) {
 		kinds[n_kinds++] = K_NEXAU;
+		kinds[n_kinds++] = K_NEXAU_SBX;
+	}
 	printf("bench_rollout: %d tasks of create -> %d x echo hi -> delete, %d round(s)\n",
 	       n_tasks, n_commands, rounds);
 	snprintf(s.ns, sizeof(s.ns), "%d", n_tasks);

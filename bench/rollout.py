@@ -2,6 +2,8 @@
 
     rollout.py asynchost N T          sbx.AsyncHost: N coroutines, at most T at once
     rollout.py nexau N T CHECKOUT     NexAU's LocalSandboxManager on T threads
+    rollout.py nexau-sbx N T CHECKOUT the same tasks with sbx's drop-in for it
+                                      (sbx.adapters.nexau.SbxSandboxManager)
 
 Each task runs $SBX_BENCH_COMMANDS (default 1) commands. Prints "elapsed SECONDS" for the
 tasks alone (the interpreter's start and the imports are left out, as a harness pays them
@@ -49,10 +51,14 @@ def run_asynchost(n, t):
     return elapsed, bad
 
 
-def run_nexau(n, t, checkout):
+def run_nexau(n, t, checkout, on_sbx=False):
     sys.path.insert(0, checkout)
     from nexau.archs.sandbox.local_sandbox import LocalSandboxManager
     from nexau.archs.sandbox.base_sandbox import LocalSandboxConfig
+    if on_sbx:  # the one-line swap a NexAU user makes
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                        "bindings", "python"))
+        from sbx.adapters.nexau import SbxSandboxManager as LocalSandboxManager
 
     root = tempfile.mkdtemp(prefix="bench-nexau-", dir=os.environ.get("SBX_STATE_DIR"))
 
@@ -87,9 +93,9 @@ def cpu_seconds():
 
 def main():
     kind, n, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    if kind not in ("asynchost", "nexau"):
+    if kind not in ("asynchost", "nexau", "nexau-sbx"):
         sys.exit(f"rollout.py: unknown kind {kind}")
-    if kind == "nexau":
+    if kind.startswith("nexau"):
         # NexAU's imports, before the span measured (run_nexau imports them again: cached).
         sys.path.insert(0, sys.argv[4])
         import nexau.archs.sandbox.local_sandbox  # noqa: F401
@@ -97,7 +103,7 @@ def main():
     if kind == "asynchost":
         elapsed, bad = run_asynchost(n, t)
     else:
-        elapsed, bad = run_nexau(n, t, sys.argv[4])
+        elapsed, bad = run_nexau(n, t, sys.argv[4], kind == "nexau-sbx")
     host1, kids1 = cpu_seconds()
     print(f"elapsed {elapsed:.3f}")
     print(f"cpu {(host1 - host0) * 1000 / n:.3f} {(kids1 - kids0) * 1000 / n:.3f}")
