@@ -203,7 +203,10 @@ static int explain_dlopen(const char *path, const char *dlmsg, sbx_error *err)
  * libraries (libarchive, ICU, ...) with every host: 5 ms of a 5.2 ms create and destroy on
  * `local` (bench/README). A file replaced on disk (another device, inode, size or mtime)
  * loses its pin before it is opened again, so the new file is mapped once no host holds the
- * old one. A pin that cannot be allocated is not made: the load does not fail for it. */
+ * old one; a pin is only made by a load that mapped the file itself, so an old mapping that
+ * a live host kept is never pinned under the new file's identity. The table is libc's memory,
+ * not the caller's allocator (it outlives any change of allocator); a pin that cannot be
+ * allocated is not made, and the load does not fail for it. */
 typedef struct pin {
 	char *real;
 	dev_t dev;
@@ -232,17 +235,22 @@ static pin *pin_find(const char *real)
 	return NULL;
 }
 
-/* Before real is opened: drops its pin if the file changed since it was pinned. */
-static void pin_check(const char *real, const struct stat *st)
+/* Before real is opened: drops its pin if the file changed since it was pinned. Returns 1
+ * when the file is mapped in this process no longer (the coming dlopen maps it). */
+static int pin_check(const char *real, const struct stat *st)
 {
 	pthread_mutex_lock(&pins_lock);
 	pin *p = pin_find(real);
 	if (p && !same_file(p, st)) {
 		dlclose(p->handle);
-		sbx__free(p->real);
+		free(p->real);
 		*p = pins[--n_pins];
 	}
+	void *mapped = dlopen(real, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	if (mapped)
+		dlclose(mapped);
 	pthread_mutex_unlock(&pins_lock);
+	return mapped == NULL;
 }
 
 /* After real loaded as handle: pins it unless it is pinned already. */
@@ -250,8 +258,8 @@ static void pin_add(const char *real, const struct stat *st)
 {
 	pthread_mutex_lock(&pins_lock);
 	if (!pin_find(real)) {
-		pin *grown = sbx__realloc(pins, (n_pins + 1) * sizeof(*pins));
-		char *copy = grown ? sbx__strdup(real) : NULL;
+		pin *grown = realloc(pins, (n_pins + 1) * sizeof(*pins));
+		char *copy = grown ? strdup(real) : NULL;
 		void *h = copy ? dlopen(real, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD) : NULL;
 		if (grown)
 			pins = grown;
@@ -263,7 +271,7 @@ static void pin_add(const char *real, const struct stat *st)
 					       .mtime = st->st_mtim,
 					       .handle = h};
 		} else {
-			sbx__free(copy);
+			free(copy);
 		}
 	}
 	pthread_mutex_unlock(&pins_lock);
@@ -303,9 +311,7 @@ int sbx__module_load(const char *path, const sbx_host_api *api, const char *cons
 	if (rc != SBX_OK)
 		goto out;
 	struct stat rst;
-	int known = stat(real, &rst) == 0;
-	if (known)
-		pin_check(real, &rst);
+	int fresh = stat(real, &rst) == 0 && pin_check(real, &rst);
 	dlerror();
 	handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
 	if (handle == NULL) {
@@ -352,7 +358,7 @@ int sbx__module_load(const char *path, const sbx_host_api *api, const char *cons
 	mod->descs = reg.descs;
 	mod->n = reg.n;
 	handle = NULL;
-	if (known)
+	if (fresh)
 		pin_add(real, &rst);
 	reg.descs = NULL;
 	*out = mod;

@@ -332,6 +332,21 @@ Test(loader, a_loaded_plugin_stays_mapped_until_its_file_is_replaced)
 	cr_assert_eq(sbx__module_count(mod), 2);
 	cr_assert_str_eq(sbx__module_desc(mod, 0)->alias, "ok2a");
 	sbx__module_unload(mod);
+	/* Replaced while a host still holds the old mapping: a load then gets the old code (the
+	 * dynamic loader knows the file by its name), which must not stay pinned as the new
+	 * file; once the holders are gone, the new file is what loads. */
+	sbx__module *held;
+	cr_assert_eq(sbx__module_load(file, sbx__host_api(), expected, 2, &held, &err), SBX_OK,
+		     "%s", err.message);
+	copy_file(FX("ok"), next);
+	cr_assert_eq(rename(next, file), 0);
+	cr_assert_eq(sbx__module_load(file, sbx__host_api(), expected, 2, &mod, &err), SBX_OK, "%s",
+		     err.message);
+	sbx__module_unload(mod);
+	sbx__module_unload(held);
+	cr_assert_eq(load(file, "ok", &mod, &err), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(sbx__module_desc(mod, 0)->alias, "ok");
+	sbx__module_unload(mod);
 	unlink(file);
 	rmdir(dir);
 }
