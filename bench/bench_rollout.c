@@ -275,6 +275,12 @@ enum { K_FLOOR, K_CAPI, K_ROLLOUT, K_ASYNC, K_NEXAU, K_NEXAU_SBX, N_KINDS };
 static const char *const kind_names[N_KINDS] = {"floor",     "C API", "rollout",
 						"AsyncHost", "NexAU", "NexAU/sbx"};
 
+/* The sbx kinds that add a layer over the C API, printed against it too. */
+static int over_capi(int k)
+{
+	return k == K_ROLLOUT || k == K_ASYNC || k == K_NEXAU_SBX;
+}
+
 typedef struct setup {
 	const char *tasks, *nexau, *nexau_py;
 	char ts[16], ns[16];
@@ -432,7 +438,7 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 			}
 			printf("  %-10s %7.2f s  %5.0f tasks/s  %.2fx floor", kind_names[k],
 			       secs[r][k], n_tasks / secs[r][k], secs[r][k] / fl);
-			if (k == K_ROLLOUT || k == K_ASYNC || k == K_NEXAU_SBX)
+			if (over_capi(k))
 				printf("  %.2fx the C API", secs[r][k] / capi);
 			if (total_ms[k] >= 0)
 				printf("  CPU %.2f ms/task", total_ms[k]);
@@ -460,7 +466,7 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 			continue;
 		}
 		printf("  %s %.2fx floor", kind_names[k], median(v, n));
-		if (k == K_ROLLOUT || k == K_ASYNC || k == K_NEXAU_SBX) {
+		if (over_capi(k)) {
 			n = 0;
 			for (int r = 0; r < rounds; r++)
 				if (secs[r][k] >= 0)

@@ -4,9 +4,9 @@
  * One lock guards both lists. A worker sleeps on `work` while nothing is pending; a submit
  * wakes one not yet signalled and starts a new thread only when there is none and fewer than
  * `max` run, so a queue that never has more than four calls in flight never has more than
- * four threads. The eventfd is written when the done list turns non-empty, and again by a take that leaves
- * completions behind, so a loop that drains in several takes keeps being woken; a wake that
- * finds the list already drained takes nothing. */
+ * four threads. The eventfd is written when the done list turns non-empty, and again by a
+ * take that leaves completions behind, so a loop that drains in several takes keeps being
+ * woken; a wake that finds the list already drained takes nothing. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
