@@ -6,8 +6,12 @@
  *                      spool (resuming a paused sandbox when auto_resume says so)
  *   finish   spool.c   sbx__spool_finish: the whole sbx_exec_result (sbx__spool_fail: the
  *                      call directory removed again)
- * A background exec starts a job instead (jobs.c). */
+ * A background exec starts a job instead (jobs.c). stdout_path and stderr_path go to a plugin
+ * that opens them itself (SBX_PLUGIN_REDIRECT); any other gets the command wrapped in /bin/sh,
+ * which opens them in the sandbox. */
+#include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "host_internal.h"
@@ -23,6 +27,21 @@ static int exec_opts_in(const sbx_exec_opts *opts, sbx_exec_opts *o, sbx_error *
 	if ((o->shell == NULL) == (o->argv == NULL) || (o->argv && !o->argv[0]))
 		return sbx__set_error(err, SBX_E_INVAL,
 				      "exec: give exactly one of shell and a non-empty argv");
+	const char *const paths[] = {o->stdout_path, o->stderr_path};
+	for (int i = 0; i < 2; i++) {
+		const char *what = i == 0 ? "stdout_path" : "stderr_path";
+		if (!paths[i])
+			continue;
+		if (o->background)
+			return sbx__set_error(err, SBX_E_INVAL,
+					      "exec: %s is for foreground commands (a job's "
+					      "output has files of its own)",
+					      what);
+		size_t n = strlen(paths[i]);
+		if (n == 0 || n > 4095)
+			return sbx__set_error(err, SBX_E_INVAL,
+					      "exec: %s must be a path of 1 to 4095 bytes", what);
+	}
 	if (o->timeout != o->timeout || o->timeout > 1e9)
 		return sbx__set_error(err, SBX_E_INVAL,
 				      "exec: timeout %g is not a number of seconds up to 1e9",
@@ -44,6 +63,8 @@ static void make_request(const sbx_exec_opts *o, const sbx__policy *pol, sbx_exe
 	req->stdin_data = o->has_stdin ? o->stdin_data : NULL;
 	req->stdin_len = o->has_stdin ? o->stdin_len : 0;
 	req->user = o->user;
+	req->stdout_path = o->stdout_path;
+	req->stderr_path = o->stderr_path;
 	double timeout = o->timeout < 0 ? pol->timeout : o->timeout;
 	if (timeout > 0) {
 		/* Rounded up, so a fraction of a millisecond still bounds the call. */
@@ -52,6 +73,100 @@ static void make_request(const sbx_exec_opts *o, const sbx__policy *pol, sbx_exe
 		if ((double)req->timeout_ms < ms)
 			req->timeout_ms++;
 	}
+}
+
+/* The wrapper for a plugin that does not open stdout_path and stderr_path itself: /bin/sh
+ * in the sandbox opens them as `>PATH` would and runs the command, shell (bash -c where bash
+ * is, else sh -c) or argv. Paths and command are its arguments, never spliced into it. A
+ * file it cannot open ends it with 125 before the command runs, the shell's own message and
+ * then "sbx-redirect NONCE: STREAM" on stderr (which is still sbx's then); the nonce is new
+ * for each call, so no command's own output passes for that line. */
+static const char redirect_script[] =
+    "o=$1 e=$2 m=$3 n=$4\n"
+    "shift 4\n"
+    "if [ -n \"$o\" ]; then command exec >\"$o\" || "
+    "{ echo \"sbx-redirect $n: stdout\" >&2; exit 125; }; fi\n"
+    "if [ -n \"$e\" ] && [ \"$e\" = \"$o\" ]; then exec 2>&1\n"
+    "elif [ -n \"$e\" ]; then command exec 2>\"$e\" || "
+    "{ echo \"sbx-redirect $n: stderr\" >&2; exit 125; }; fi\n"
+    "if [ \"$m\" = a ]; then exec \"$@\"; fi\n"
+    "if command -v bash >/dev/null 2>&1; then exec bash -c \"$1\"; fi\n"
+    "exec sh -c \"$1\"\n";
+
+/* 1 when the plugin opens the redirection files itself. */
+static int redirects_itself(const sbx__route *r)
+{
+	const sbx_plugin_desc *d = r->slot->desc;
+	return d->abi_minor >= 3 && (d->flags & SBX_PLUGIN_REDIRECT);
+}
+
+/* req's command as the wrapper's argv (NULL-terminated, from sbx__alloc) with the call's
+ * nonce (nonce[17]); NULL when out of memory. */
+static const char **redirect_argv(const sbx_exec_request *req, char *nonce)
+{
+	unsigned char rnd[8];
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t v = (uint64_t)ts.tv_nsec * 2654435761u ^ (uint64_t)ts.tv_sec;
+		memcpy(rnd, &v, sizeof(rnd));
+	}
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(nonce + 2 * i, 3, "%02x", rnd[i]);
+	size_t n = 0;
+	while (req->argv && req->argv[n])
+		n++;
+	const char **v = sbx__calloc(n + 10, sizeof(*v));
+	if (!v)
+		return NULL;
+	size_t k = 0;
+	v[k++] = "/bin/sh";
+	v[k++] = "-c";
+	v[k++] = redirect_script;
+	v[k++] = "sbx-redirect";
+	v[k++] = req->stdout_path ? req->stdout_path : "";
+	v[k++] = req->stderr_path ? req->stderr_path : "";
+	v[k++] = req->argv ? "a" : "s";
+	v[k++] = nonce;
+	if (req->argv)
+		for (size_t i = 0; i < n; i++)
+			v[k++] = req->argv[i];
+	else
+		v[k++] = req->shell;
+	v[k] = NULL;
+	return v;
+}
+
+/* After the wrapper: SBX_E_NO_FILE in err when it could not open a file (exit 125 and its
+ * line with this call's nonce last on stderr), else SBX_OK. */
+static int redirect_failed(sbx__spool *sp, const sbx_exec_request *req, const char *nonce,
+			   const sbx_exec_outcome *oc, sbx_error *err)
+{
+	if (oc->exit_code != 125 || oc->timed_out)
+		return SBX_OK;
+	char text[1024];
+	size_t n = sbx__spool_head(sp, SBX_STREAM_STDERR, text, sizeof(text));
+	while (n && text[n - 1] == '\n')
+		text[--n] = '\0';
+	char *mark = strrchr(text, '\n');
+	const char *stream = mark ? mark + 1 : text;
+	char want[48];
+	int w = snprintf(want, sizeof(want), "sbx-redirect %s: ", nonce);
+	if (strncmp(stream, want, (size_t)w) != 0)
+		return SBX_OK;
+	stream += w;
+	int out = strcmp(stream, "stdout") == 0;
+	if (!out && strcmp(stream, "stderr") != 0)
+		return SBX_OK;
+	if (mark)
+		*mark = '\0';
+	else
+		text[0] = '\0';
+	/* The shell's own line (the last before the mark) says why. */
+	const char *why = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+	return sbx__set_error(err, SBX_E_NO_FILE, "exec: cannot open the %s file %s: %s",
+			      out ? "stdout" : "stderr", out ? req->stdout_path : req->stderr_path,
+			      *why ? why : "the shell gave no reason");
 }
 
 static double now_seconds(void)
@@ -92,10 +207,26 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 		return rc;
 	sbx_exec_request req;
 	make_request(&o, pol, &req);
+	const char **wrapped = NULL;
+	char nonce[17];
+	if ((req.stdout_path || req.stderr_path) && !redirects_itself(&r)) {
+		wrapped = redirect_argv(&req, nonce);
+		if (!wrapped)
+			return sbx__spool_fail(sp, sbx__nomem(err, "exec"), err);
+		req.shell = NULL;
+		req.argv = wrapped;
+		req.stdout_path = req.stderr_path = NULL;
+	}
 	sbx_exec_outcome oc;
 	double t0 = now_seconds();
 	rc = sbx__execute(host, &r, id, 0, &req, sbx__spool_write, sp, &oc, err);
 	double took = now_seconds() - t0;
+	if (rc == SBX_OK && wrapped) {
+		req.stdout_path = o.stdout_path;
+		req.stderr_path = o.stderr_path;
+		rc = redirect_failed(sp, &req, nonce, &oc, err);
+	}
+	sbx__free(wrapped);
 	if (rc != SBX_OK)
 		return sbx__spool_fail(sp, rc, err);
 	return sbx__spool_finish(sp, &oc, took, out, err);

@@ -332,6 +332,9 @@ int sbx__spool_finish(sbx__spool *sp, const sbx_exec_outcome *oc, double duratio
  * (and the sandbox's folder of them once empty). Returns rc, or SBX_E_IO with the spool's
  * message in err when storing the output had failed (a full disk explains the rest). */
 int sbx__spool_fail(sbx__spool *sp, int rc, sbx_error *err);
+/* Copies up to cap - 1 of the first bytes the command wrote to stream (SBX_STREAM_*) into
+ * buf, NUL-terminated; their number. */
+size_t sbx__spool_head(sbx__spool *sp, uint32_t stream, char *buf, size_t cap);
 /* Removes every call directory of sandbox `id` (it was destroyed). */
 void sbx__spool_forget(const char *state_dir, const char *id);
 /* The result of a background exec: job_id set, empty display copies. */

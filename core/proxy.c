@@ -276,6 +276,8 @@ static int p_execute(void *state, const char *id, const sbx_exec_request *req,
 	sbx__wput_kvs(&b, req->env, req->n_env);
 	sbx__wput_u64(&b, req->timeout_ms);
 	sbx__wput_str(&b, req->user);
+	sbx__wput_str(&b, req->stdout_path);
+	sbx__wput_str(&b, req->stderr_path);
 	sbx__call call = {
 	    .alias = ps->alias, .op = "exec", .output = req->output, .output_ctx = req->output_ctx};
 	sbx__rbuf r = {0};

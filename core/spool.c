@@ -489,6 +489,20 @@ int sbx__spool_write(void *spool, uint32_t stream, const void *data, size_t len)
 	return rc;
 }
 
+size_t sbx__spool_head(sbx__spool *sp, uint32_t stream, char *buf, size_t cap)
+{
+	if (cap == 0)
+		return 0;
+	const spool_stream *st = &sp->st[stream == SBX_STREAM_STDOUT ? 0 : 1];
+	pthread_mutex_lock(&sp->lock);
+	size_t n = st->head_len < cap - 1 ? st->head_len : cap - 1;
+	if (n)
+		memcpy(buf, st->head, n);
+	pthread_mutex_unlock(&sp->lock);
+	buf[n] = '\0';
+	return n;
+}
+
 /* Formats v with thousands separators, as Python's "{:,}". */
 static void format_thousands(uint64_t v, char *buf, size_t cap)
 {

@@ -344,6 +344,8 @@ static void op_execute(sbx__rjob *j, sbx__rbuf *r)
 	req.env = env;
 	req.timeout_ms = sbx__rget_u64(r);
 	req.user = sbx__rget_str(r);
+	req.stdout_path = sbx__rget_str(r);
+	req.stderr_path = sbx__rget_str(r);
 	req.stdin_data = req.has_stdin ? (j->data ? (const void *)j->data : "") : NULL;
 	req.stdin_len = req.has_stdin ? (size_t)j->data_want : 0;
 	if (rc == SBX_OK && (r->bad || !id || (has_argv && !argv)))

@@ -169,6 +169,16 @@ typedef struct sbx_exec_opts {
 	 * returns at once with sbx_exec_result.job_id set; the timeout does not apply to it. */
 	uint32_t background;
 	uint32_t reserved0;
+	/* ABI 1.3: files in the sandbox that take the command's stdout and stderr instead of
+	 * sbx, as a shell's `>PATH` would (created mode 0666 less the umask, or truncated; a
+	 * relative path is from the command's cwd; the same path twice is one file, as with
+	 * `>PATH 2>&1`). NULL: the stream comes to sbx as usual. A redirected stream's display
+	 * copy is empty and its bytes are not counted; a file that cannot be opened fails the
+	 * call with SBX_E_NO_FILE before the command runs. Foreground commands only. A backend
+	 * that cannot open them itself gets the command wrapped in /bin/sh in the sandbox
+	 * (plugin.h: SBX_PLUGIN_REDIRECT). */
+	const char *stdout_path;
+	const char *stderr_path;
 } sbx_exec_opts;
 
 /* The outcome of one command. Owned by the caller; free with sbx_exec_result_free. */

@@ -27,6 +27,10 @@
  *   1.2  The completion queue (host.h: sbx_queue_new/fd/submit/take/free, sbx_call,
  *        sbx_completion) for event loops. Host API only: plugins gain and lose nothing,
  *        but one built against 1.2 headers needs a 1.2 host.
+ *   1.3  sbx_exec_opts and sbx_exec_request grow stdout_path and stderr_path at their end:
+ *        a command's output straight into files in the sandbox. A plugin that sets the new
+ *        descriptor flag SBX_PLUGIN_REDIRECT opens them itself; for any other plugin, 1.0
+ *        to 1.2 ones included, the host runs the command under a /bin/sh wrapper that does.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns
@@ -155,6 +159,14 @@ typedef struct sbx_exec_request {
 	const char *user; /* NULL: the backend's default */
 	sbx_output_fn output;
 	void *output_ctx;
+	/* ABI 1.3, only for a plugin whose descriptor has SBX_PLUGIN_REDIRECT (the host wraps
+	 * the command for the others): open these files in the sandbox after entering cwd, as
+	 * `>PATH` would (O_WRONLY | O_CREAT | O_TRUNC, mode 0666 less the umask; one file when
+	 * both name the same path), and give them to the command as stdout and stderr. NULL:
+	 * the stream goes to `output` as usual. A file that cannot be opened fails the call
+	 * with SBX_E_NO_FILE naming the stream, the path and the reason, the command not run. */
+	const char *stdout_path;
+	const char *stderr_path;
 } sbx_exec_request;
 
 /* What the plugin reports about a finished command. The host has zeroed it and set its
@@ -175,6 +187,8 @@ typedef int (*sbx_id_fn)(void *ctx, const char *backend_id);
 
 /* Flags of sbx_plugin_desc. */
 #define SBX_PLUGIN_THREAD_SAFE 1u
+/* ABI 1.3: execute honours sbx_exec_request.stdout_path and stderr_path itself. */
+#define SBX_PLUGIN_REDIRECT 2u
 
 /* The descriptor a plugin registers for one alias. The host copies it (up to struct_size),
  * so it may live on the plugin's stack. Required ops must not be NULL; optional ops may be

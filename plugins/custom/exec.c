@@ -76,14 +76,23 @@ int custom_execute(void *state, const char *id, const sbx_exec_request *req, sbx
 	struct pollfd fds[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
 	int open_fds = 2, status = 0, reaped = 0;
 	rc = SBX_OK;
-	while (open_fds > 0) {
+	while (open_fds > 0 || !reaped) {
 		/* Once the command itself has exited, a background child holding the pipes gets
 		 * a short grace to flush, then the group is killed. */
 		if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
 			reaped = 1;
 			deadline = sbxs_now_ms() + 100;
+			continue;
 		}
-		int wait_ms = 50;
+		/* Both pipes closed (the command sent its output elsewhere, `exec >file`), the
+		 * command still running: wait for it alone. */
+		if (open_fds == 0 && !deadline) {
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			reaped = 1;
+			break;
+		}
+		int wait_ms = open_fds ? 50 : 10;
 		if (deadline) {
 			int64_t left = deadline - sbxs_now_ms();
 			if (left <= 0) {

@@ -57,6 +57,8 @@ extern char **environ;
 #define STAGE_EXEC   4
 #define STAGE_FORK   5
 #define STAGE_JOIN   6
+#define STAGE_STDOUT 7 /* opening stdout_path */
+#define STAGE_STDERR 8
 
 static void kill_by_env(const char *name, const char *value);
 
@@ -72,13 +74,14 @@ typedef struct plan {
 	int cwd_fd;       /* the cwd opened beneath the work dir, or -1: chdir(cwd) */
 	const char *path; /* PATH for the search of argv[0] */
 	int in_fd, out_fd, err_fd;
-	int report_fd;             /* where a failed set-up is reported, -1: into `rep` */
-	child_report *rep;         /* the caller's memory (shared until exec) */
-	int cg_fd;                 /* the exec's cgroup folder, -1 for none */
-	int placed;                /* 1: the child was born in that cgroup */
-	int ran;                   /* 1: the child ran (set by the child first thing) */
-	int status_fd, control_fd; /* subreaper helper's pipes */
-	const local_join *join;    /* the isolated level's namespaces (ns.c) */
+	int report_fd;                   /* where a failed set-up is reported, -1: into `rep` */
+	child_report *rep;               /* the caller's memory (shared until exec) */
+	int cg_fd;                       /* the exec's cgroup folder, -1 for none */
+	int placed;                      /* 1: the child was born in that cgroup */
+	int ran;                         /* 1: the child ran (set by the child first thing) */
+	int status_fd, control_fd;       /* subreaper helper's pipes */
+	const local_join *join;          /* the isolated level's namespaces (ns.c) */
+	const char *out_path, *err_path; /* stdout_path, stderr_path (copies), or NULL */
 } plan;
 
 static int64_t now_ms(void)
@@ -174,6 +177,21 @@ static void run_command(const plan *p)
 		report(p, STAGE_SETUP, errno);
 	if ((p->cwd_fd >= 0 ? fchdir(p->cwd_fd) : chdir(p->cwd)) != 0)
 		report(p, STAGE_CHDIR, errno);
+	/* The files a shell's >PATH would open, from the cwd, in the sandbox's own view. */
+	const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_CLOEXEC;
+	if (p->out_path) {
+		int fd = open(p->out_path, flags, 0666);
+		if (fd < 0 || dup2(fd, 1) < 0)
+			report(p, STAGE_STDOUT, errno);
+	}
+	if (p->err_path && p->out_path && strcmp(p->err_path, p->out_path) == 0) {
+		if (dup2(1, 2) < 0)
+			report(p, STAGE_STDERR, errno);
+	} else if (p->err_path) {
+		int fd = open(p->err_path, flags, 0666);
+		if (fd < 0 || dup2(fd, 2) < 0)
+			report(p, STAGE_STDERR, errno);
+	}
 	/* This child holds copies of every fd of the host, other calls' pipe ends among them
 	 * until its exec: a concurrent call whose command exits in that window would wait out
 	 * its drain and hand its pipes to a sink. Keep only the report pipe. */
@@ -830,7 +848,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	local_state *st = state;
 	char work[1200], cwd[4200], cg[1400] = "", shell_buf[4200];
 	strv env = {0};
-	char **argv = NULL;
+	char **argv = NULL, *out_path = NULL, *err_path = NULL;
 	run r = {.child = -1,
 		 .pidfd = -1,
 		 .out_r = -1,
@@ -900,6 +918,15 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	p.envp = env.v;
 	p.cwd = cwd;
 	p.path = strv_get(&env, "PATH");
+	/* Copies, for the same reason as argv above (a helper's blanked command line). */
+	if (SBX_HAS(req, sbx_exec_request, stderr_path)) {
+		if (req->stdout_path && !(out_path = strdup(req->stdout_path)))
+			goto nomem;
+		if (req->stderr_path && !(err_path = strdup(req->stderr_path)))
+			goto nomem;
+	}
+	p.out_path = out_path;
+	p.err_path = err_path;
 
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0)
@@ -996,6 +1023,11 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 			rc =
 			    h->set_error(err, SBX_E_NO_FILE, "local: exec: cannot enter cwd %s: %s",
 					 cwd, strerror(rep.err));
+		} else if (rep.stage == STAGE_STDOUT || rep.stage == STAGE_STDERR) {
+			int o = rep.stage == STAGE_STDOUT;
+			rc = h->set_error(
+			    err, SBX_E_NO_FILE, "local: exec: cannot open the %s file %s: %s",
+			    o ? "stdout" : "stderr", o ? out_path : err_path, strerror(rep.err));
 		} else {
 			rc = h->set_error(err, SBX_E_IO,
 					  "local: exec: cannot start the command (%s): %s",
@@ -1157,6 +1189,8 @@ out:
 	if (cg[0])
 		local_cg_exec_done(st, cg, kill_tree);
 	free(argv);
+	free(out_path);
+	free(err_path);
 	strv_free(&env);
 	return rc;
 }

@@ -29,7 +29,7 @@
  * job_outcome_and_logs_from_another_process, job_survives_sigkill_of_its_starter,
  * files_fifo_refused, files_device_refused, files_read_cap,
  * files_write_replaces_hard_links, exec_cwd_stays_beneath, host_env_not_inherited,
- * timeout_kills_cgroup_movers, secrets_stay_out_of_state_and_logs.
+ * timeout_kills_cgroup_movers, secrets_stay_out_of_state_and_logs, exec_redirect.
  *
  * files_read_cap assumes the config sets max_file_bytes: 1048576.
  *
@@ -233,6 +233,73 @@ CASE(argv)
 	keep(r);
 	expect_out(r, "a b|c'\"d|", 7);
 	release(r);
+}
+
+/* Runs o in the sandbox; its status, *r kept (NULL when the call failed). */
+static int exec_opts_run(sbx_exec_opts *o, sbx_exec_result **r)
+{
+	SBX_INIT_HEADER(*o);
+	*r = NULL;
+	int rc = sbx_exec(host, id, o, r, &err);
+	if (*r)
+		keep(*r);
+	return rc;
+}
+
+/* stdout_path and stderr_path (ABI 1.3): the files take the streams, from the cwd as >PATH
+ * would and truncated first; the same path twice is one file; nothing of a redirected stream
+ * reaches the result; a file that cannot be opened fails the call before the command runs.
+ * The same whether the backend opens them (local) or the host's /bin/sh wrapper does. */
+CASE(exec_redirect)
+{
+	cr_assert_eq(sbx_mkdir(host, id, "red", 1, &err), SBX_OK, "%s", err.message);
+	sbx_exec_result *r;
+	sbx_exec_opts o = {.shell = "echo out; echo err >&2; exit 3",
+			   .cwd = "red",
+			   .stdout_path = "o.txt",
+			   .stderr_path = "e.txt"};
+	cr_assert_eq(exec_opts_run(&o, &r), SBX_OK, "%s", err.message);
+	cr_assert_eq(r->exit_code, 3, "stderr: %s", r->stderr_text);
+	cr_assert_str_eq(r->stdout_text, "");
+	cr_assert_str_eq(r->stderr_text, "");
+	cr_assert_eq(r->stdout_bytes + r->stderr_bytes, 0);
+	release(r);
+	expect_out(sh("cat red/o.txt red/e.txt"), "out\nerr\n", 0);
+	o = (sbx_exec_opts){.shell = "echo 2nd", .stdout_path = "red/o.txt"};
+	cr_assert_eq(exec_opts_run(&o, &r), SBX_OK, "%s", err.message);
+	expect_out(r, "", 0);
+	expect_out(sh("cat red/o.txt"), "2nd\n", 0);
+
+	const char *argv[] = {"sh", "-c", "echo a; echo b >&2; echo c", NULL};
+	o = (sbx_exec_opts){.argv = argv, .stdout_path = "red/both", .stderr_path = "red/both"};
+	cr_assert_eq(exec_opts_run(&o, &r), SBX_OK, "%s", err.message);
+	expect_out(r, "", 0);
+	expect_out(sh("cat red/both"), "a\nb\nc\n", 0);
+
+	o = (sbx_exec_opts){.shell = "echo seen; echo hidden >&2", .stderr_path = "red/e2"};
+	cr_assert_eq(exec_opts_run(&o, &r), SBX_OK, "%s", err.message);
+	expect_out(r, "seen\n", 0);
+	cr_assert_str_eq(r->stderr_text, "");
+	expect_out(sh("cat red/e2"), "hidden\n", 0);
+
+	static const char *const bad[] = {"stdout", "stderr"};
+	for (int i = 0; i < 2; i++) {
+		o = (sbx_exec_opts){.shell = "touch red/ran"};
+		*(i ? &o.stderr_path : &o.stdout_path) = "no/such/dir/f";
+		cr_assert_eq(exec_opts_run(&o, &r), SBX_E_NO_FILE, "%s: %s", bad[i], err.message);
+		cr_assert_null(r);
+		char want[64];
+		snprintf(want, sizeof(want), "cannot open the %s file no/such/dir/f: ", bad[i]);
+		cr_assert(strstr(err.message, want), "%s", err.message);
+		expect_out(sh("test -e red/ran || echo not run"), "not run\n", 0);
+	}
+	o = (sbx_exec_opts){.shell = "true", .stdout_path = "red/j", .background = 1};
+	cr_assert_eq(exec_opts_run(&o, &r), SBX_E_INVAL);
+	cr_assert_str_eq(err.message, "exec: stdout_path is for foreground commands (a job's "
+				      "output has files of its own)");
+	o = (sbx_exec_opts){.shell = "true", .stderr_path = ""};
+	cr_assert_eq(exec_opts_run(&o, &r), SBX_E_INVAL);
+	cr_assert_str_eq(err.message, "exec: stderr_path must be a path of 1 to 4095 bytes");
 }
 
 CASE(cwd_env)

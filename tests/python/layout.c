@@ -59,6 +59,8 @@ int main(void)
 	AT(sbx_exec_opts, user);
 	AT(sbx_exec_opts, background);
 	AT(sbx_exec_opts, reserved0);
+	AT(sbx_exec_opts, stdout_path);
+	AT(sbx_exec_opts, stderr_path);
 
 	SIZE(sbx_exec_result);
 	HEADER_OF(sbx_exec_result);

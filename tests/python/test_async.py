@@ -122,6 +122,21 @@ class AsyncTest(unittest.TestCase):
                 await h.destroy(sid)
         asyncio.run(main())
 
+    def test_exec_into_files_through_the_queue(self):
+        """stdout_path / stderr_path reach the C side through the completion queue."""
+        async def main():
+            async with sbx.AsyncHost(LOCAL) as h:
+                sid = await h.create()
+                try:
+                    r = await h.exec(sid, "echo o; echo e >&2", stdout_path="o",
+                                     stderr_path="e")
+                    self.assertEqual((r.exit_code, r.stdout, r.stderr), (0, "", ""))
+                    self.assertEqual(await h.read_file(sid, "o"), b"o\n")
+                    self.assertEqual(await h.read_file(sid, "e"), b"e\n")
+                finally:
+                    await h.destroy(sid)
+        asyncio.run(main())
+
     def test_write_file_takes_what_host_write_file_takes(self):
         """Through the queue, a bytes-like object is written as its bytes and a bad type
         raises Host.write_file's TypeError."""

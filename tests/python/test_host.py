@@ -48,6 +48,25 @@ class HostTest(unittest.TestCase):
         self.assertEqual(r.stdout, "before\n")
         self.assertLess(r.duration, 1.5)
 
+    def test_output_into_files_in_the_sandbox(self):
+        """stdout_path / stderr_path: the files take the streams (from cwd), the result's
+        texts stay empty; a file that cannot be opened is a PathError naming it, and the
+        command does not run."""
+        self.host.mkdir(self.sid, "sub")
+        r = self.host.exec(self.sid, "echo out; echo err >&2; exit 3", cwd="sub",
+                           stdout_path="o.txt", stderr_path="e.txt")
+        self.assertEqual((r.exit_code, r.stdout, r.stderr, r.stdout_bytes), (3, "", "", 0))
+        self.assertEqual(self.host.read_file(self.sid, "sub/o.txt"), b"out\n")
+        self.assertEqual(self.host.read_file(self.sid, "sub/e.txt"), b"err\n")
+        r = self.host.exec(self.sid, ["sh", "-c", "echo a; echo b >&2"], stdout_path="ab",
+                           stderr_path="ab")
+        self.assertEqual(self.host.read_file(self.sid, "ab"), b"a\nb\n")
+        with self.assertRaises(sbx.PathError) as cm:
+            self.host.exec(self.sid, "touch ran", stderr_path="no/dir/e")
+        self.assertEqual(str(cm.exception), "local: exec: cannot open the stderr file no/dir/e: "
+                         "No such file or directory (SBX_E_NO_FILE)")
+        self.assertEqual(self.host.exec(self.sid, "ls ran").exit_code, 2)
+
     def test_write_file_data_kinds(self):
         """str goes as UTF-8, any bytes-like object as its bytes; anything else is a
         TypeError naming its type, and nothing is written."""

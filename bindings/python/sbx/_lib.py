@@ -12,7 +12,7 @@ import sys
 import sysconfig
 
 ABI_MAJOR = 1
-ABI_MINOR = 2
+ABI_MINOR = 3
 
 _HEADER = [("struct_size", ctypes.c_uint32), ("abi_major", ctypes.c_uint16),
            ("abi_minor", ctypes.c_uint16)]
@@ -63,7 +63,8 @@ class ExecOpts(ctypes.Structure):
                           ("n_env", ctypes.c_uint32), ("has_stdin", ctypes.c_uint32),
                           ("stdin_data", ctypes.c_char_p), ("stdin_len", ctypes.c_size_t),
                           ("timeout", ctypes.c_double), ("user", ctypes.c_char_p),
-                          ("background", ctypes.c_uint32), ("reserved0", ctypes.c_uint32)]
+                          ("background", ctypes.c_uint32), ("reserved0", ctypes.c_uint32),
+                          ("stdout_path", ctypes.c_char_p), ("stderr_path", ctypes.c_char_p)]
 
 
 class ExecResult(ctypes.Structure):

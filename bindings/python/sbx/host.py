@@ -146,7 +146,7 @@ def _create_opts(data_source, image, labels, env, ttl, wait) -> _lib.CreateOpts:
 
 
 def _exec_opts(command, cwd, env, timeout, stdin, user, cancel_token,
-               background) -> _lib.ExecOpts:
+               background, stdout_path=None, stderr_path=None) -> _lib.ExecOpts:
     """sbx_exec_opts; the struct keeps the arrays and strings it points to alive."""
     if cancel_token is not None:
         env = dict(env or {})
@@ -167,6 +167,8 @@ def _exec_opts(command, cwd, env, timeout, stdin, user, cancel_token,
     opts.timeout = -1.0 if timeout is None else float(timeout)
     opts.user = _b(user)
     opts.background = 1 if background else 0
+    opts.stdout_path = _b(stdout_path)
+    opts.stderr_path = _b(stderr_path)
     return opts
 
 
@@ -263,13 +265,17 @@ class Host:
              cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
              timeout: Optional[float] = None, stdin: Optional[bytes] = None,
              user: Optional[str] = None, cancel_token: Optional[str] = None,
-             background: bool = False) -> Union[ExecResult, Job]:
+             background: bool = False, stdout_path: Optional[str] = None,
+             stderr_path: Optional[str] = None) -> Union[ExecResult, Job]:
         """Runs a shell string (bash -c) or an argv list. timeout in seconds; None: the
         config's default; 0: none. With cancel_token the command carries
         SBX_CANCEL_TOKEN=<token> in its environment and cancel(sandbox_id, token) ends it.
         background=True starts it as a job and returns a Job at once (the timeout does not
-        apply to it)."""
-        opts = _exec_opts(command, cwd, env, timeout, stdin, user, cancel_token, background)
+        apply to it). stdout_path / stderr_path: files in the sandbox that take the stream
+        instead (as `>PATH` would, from cwd; its text in the result is then empty); one
+        that cannot be opened raises PathError before the command runs."""
+        opts = _exec_opts(command, cwd, env, timeout, stdin, user, cancel_token, background,
+                          stdout_path, stderr_path)
         res = ctypes.POINTER(_lib.ExecResult)()
         self._call(self._L.sbx_exec, self._h, _b(sandbox_id), ctypes.byref(opts),
                    ctypes.byref(res))
@@ -679,22 +685,28 @@ class AsyncHost:
                    cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                    timeout: Optional[float] = None, stdin: Optional[bytes] = None,
                    user: Optional[str] = None, cancel_token: Optional[str] = None,
-                   background: bool = False) -> Union[ExecResult, AsyncJob]:
+                   background: bool = False, stdout_path: Optional[str] = None,
+                   stderr_path: Optional[str] = None) -> Union[ExecResult, AsyncJob]:
         """Host.exec without a thread of this process waiting on it. Cancelling the await
         (asyncio.CancelledError, a wait_for timeout) kills the command in the sandbox."""
         if background:
             return await self.exec_background(sandbox_id, command, cwd=cwd, env=env,
                                               timeout=timeout, stdin=stdin, user=user,
-                                              cancel_token=cancel_token)
+                                              cancel_token=cancel_token,
+                                              stdout_path=stdout_path,
+                                              stderr_path=stderr_path)
         token = cancel_token or os.urandom(12).hex()
         q = self._queued()
         if q is None:
             fut = asyncio.get_running_loop().run_in_executor(
                 self._pool, lambda: self.host.exec(sandbox_id, command, cwd=cwd, env=env,
                                                    timeout=timeout, stdin=stdin, user=user,
-                                                   cancel_token=token))
+                                                   cancel_token=token,
+                                                   stdout_path=stdout_path,
+                                                   stderr_path=stderr_path))
         else:
-            opts = _exec_opts(command, cwd, env, timeout, stdin, user, token, False)
+            opts = _exec_opts(command, cwd, env, timeout, stdin, user, token, False,
+                              stdout_path, stderr_path)
             fut = q.submit(_lib.CALL_EXEC, _executed, sandbox_id=sandbox_id, exec_opts=opts)
         key = (sandbox_id, token)
         self._inflight[key] = fut
