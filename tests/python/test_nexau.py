@@ -75,6 +75,26 @@ class NexAUTest(unittest.TestCase):
         self.assertIn("not-a-dir", r.error)
         self.assertFalse(marker.exists())
 
+    def test_foreground_command_is_bash_itself(self):
+        """In LocalSandbox mode the backend opens stdout.txt and stderr.txt (exec's
+        stdout_path and stderr_path), so no wrapper shell runs: $0 and bash's messages name
+        bash's full path as LocalSandbox's do, and what a background child prints after the
+        call has returned still lands in stdout.txt."""
+        import shutil
+        import time
+        bash = shutil.which("bash")
+        r = self.sb.execute_bash('echo "$0"; nosuchcmd')
+        self.assertEqual(r.stdout, bash + "\n")
+        self.assertEqual(r.stderr, f"{bash}: line 1: nosuchcmd: command not found\n")
+        self.assertEqual(r.exit_code, 127)
+        r = self.sb.execute_bash("(sleep 2; echo late) & echo now")
+        self.assertEqual((r.exit_code, r.stdout), (0, "now\n"))
+        deadline = time.monotonic() + 60
+        while (Path(r.stdout_file).read_text() != "now\nlate\n" and
+               time.monotonic() < deadline):
+            time.sleep(0.05)
+        self.assertEqual(Path(r.stdout_file).read_text(), "now\nlate\n")
+
     def test_wrapper_reports_a_folder_it_cannot_make(self):
         """Where the wrapper makes the output folder (backends other than LocalSandbox
         mode), a failure is exit 125 with its own message first on stderr, which

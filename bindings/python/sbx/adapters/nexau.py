@@ -420,8 +420,11 @@ class SbxSandbox(BaseSandbox):
         """The wrapper for a command whose output goes to out_dir. In LocalSandbox mode the
         folder and command.txt are made from here (host files, or `local`'s file calls: no
         process), which spares every command a `mkdir` process, a third of what `echo hi`
-        cost through this class. Elsewhere a file call may be a round trip to the backend,
-        so the wrapper makes them in the sandbox, in the same call as the command."""
+        cost through this class; a foreground command then needs no wrapper at all (exec's
+        stdout_path and stderr_path, opened by the backend: the wrapper's /bin/sh was as
+        dear as `bash -c 'echo hi'` itself, and the command's $0 is bash's full path, as
+        LocalSandbox's is). Elsewhere a file call may be a round trip to the backend, so
+        the wrapper makes them in the sandbox, in the same call as the command."""
         if not self._host_paths:
             return _WRAP
         files, p = self._route(out_dir)
@@ -479,8 +482,14 @@ class SbxSandbox(BaseSandbox):
                 return self._run_plain(sid, command, where, user, env, secs, timeout)
             out_dir = self._out_dir()
             wrap = self._wrap(out_dir, command)
-            r = self._host().exec(sid, ["/bin/sh", "-c", wrap, "sbx-nexau", out_dir, command],
-                                  cwd=where, env=env, user=user, timeout=secs)
+            if wrap is _WRAP_MADE:  # the folder is there: the backend opens the files
+                r = self._host().exec(sid, command, cwd=where, env=env, user=user,
+                                      timeout=secs, stdout_path=f"{out_dir}/stdout.txt",
+                                      stderr_path=f"{out_dir}/stderr.txt")
+            else:
+                r = self._host().exec(sid, ["/bin/sh", "-c", wrap, "sbx-nexau", out_dir,
+                                            command], cwd=where, env=env, user=user,
+                                      timeout=secs)
         except (SbxError, SandboxError, OSError) as e:
             return CommandResult(status=SandboxStatus.ERROR, stdout="", stderr="", exit_code=-1,
                                  duration_ms=int((time.monotonic() - t0) * 1000),
