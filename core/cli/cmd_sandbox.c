@@ -331,6 +331,8 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 	    {"stdin-file", required_argument, NULL, 'f'},
 	    {"full", no_argument, NULL, 'F'},
 	    {"detach", no_argument, NULL, 'D'},
+	    {"stdout-to", required_argument, NULL, 'O'},
+	    {"stderr-to", required_argument, NULL, 'E'},
 	    {NULL, 0, NULL, 0},
 	};
 	sbx_exec_opts o = {0};
@@ -373,6 +375,12 @@ int cmd_exec(const cli_globals *g, int argc, char **argv)
 			break;
 		case 'f':
 			stdin_file = optarg;
+			break;
+		case 'O':
+			o.stdout_path = optarg;
+			break;
+		case 'E':
+			o.stderr_path = optarg;
 			break;
 		case 'i':
 			stdin_tty = 1;

@@ -62,7 +62,8 @@ const char cli_help_create[] =
 
 const char cli_help_exec[] =
     "usage: sbx exec [--json] [--timeout SECONDS] [--cwd DIR] [--env K=V]... [--user U]\n"
-    "                [--stdin-file FILE | -i] [--full] [--detach] ID -- ARGV...\n"
+    "                [--stdin-file FILE | -i] [--stdout-to PATH] [--stderr-to PATH]\n"
+    "                [--full] [--detach] ID -- ARGV...\n"
     "       sbx exec [OPTIONS] ID -c 'SHELL COMMAND'\n"
     "Runs a command (argv, or a shell string through bash -c / sh -c) in sandbox ID.\n"
     "  --detach  start it as a background job and print the job's id at once (with --json:\n"
@@ -70,6 +71,8 @@ const char cli_help_exec[] =
     "  --timeout SECONDS  fractions allowed, 0 for none; default: the data source's timeout\n"
     "  --cwd DIR, --env K=V, --user U   where, with what, and as whom it runs\n"
     "  --stdin-file FILE, -i            stdin from FILE or from this stdin (else /dev/null)\n"
+    "  --stdout-to PATH, --stderr-to PATH   the stream into a file in the sandbox instead, as\n"
+    "           >PATH would (from --cwd; the same PATH twice is one file); not with --detach\n"
     "  --json   print the whole result as one JSON object (exit_code, signal, timed_out,\n"
     "           duration, stdout, stderr, original_*_length, truncated, output_dir,\n"
     "           stdout_file, stderr_file, *_bytes, *_dropped); bytes that are not UTF-8\n"

@@ -317,6 +317,18 @@ class Local(unittest.TestCase):
         self.assertIn("sbx: exec: command timed out after ", err)
         self.assertEqual(self.sbx("exec", self.id, "-c", "kill -TERM $$")[0], 128 + 15)
 
+    def test_exec_output_into_sandbox_files(self):
+        rc, out, err = self.sbx("exec", "--stdout-to", "o", "--stderr-to", "o", self.id, "-c",
+                                "echo a; echo b >&2; exit 4")
+        self.assertEqual((rc, out, err), (4, "", ""))
+        self.assertEqual(self.sbx("file", "read", self.id, "o")[1], "a\nb\n")
+        rc, out, err = self.sbx("exec", "--stderr-to", "no/dir/e", self.id, "--", "true")
+        self.assertEqual((rc, out), (125, ""))
+        self.assertEqual(err, "sbx: exec: local: exec: cannot open the stderr file no/dir/e: "
+                              "No such file or directory\n")
+        rc, _, err = self.sbx("exec", "--detach", "--stdout-to", "o", self.id, "--", "true")
+        self.assertEqual(rc, 2, err)
+
     def test_detached_job_through_every_job_subcommand(self):
         rc, out, err = self.sbx("exec", "--detach", self.id, "-c",
                                 "echo a; echo e >&2; while [ ! -e go ]; do sleep 0.05; done; "
