@@ -11,7 +11,6 @@
  * which opens them in the sandbox. */
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "host_internal.h"
@@ -100,46 +99,23 @@ static int redirects_itself(const sbx__route *r)
 	return d->abi_minor >= 3 && (d->flags & SBX_PLUGIN_REDIRECT);
 }
 
-/* req's command as the wrapper's argv (NULL-terminated, from sbx__alloc) with the call's
- * nonce (nonce[17]); NULL when out of memory. */
-static const char **redirect_argv(const sbx_exec_request *req, char *nonce)
+/* o's command under the wrapper, with the call's nonce; NULL when out of memory. */
+static const char **redirect_argv(const sbx_exec_opts *o, const char *nonce)
 {
-	unsigned char rnd[8];
-	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t v = (uint64_t)ts.tv_nsec * 2654435761u ^ (uint64_t)ts.tv_sec;
-		memcpy(rnd, &v, sizeof(rnd));
-	}
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(nonce + 2 * i, 3, "%02x", rnd[i]);
-	size_t n = 0;
-	while (req->argv && req->argv[n])
-		n++;
-	const char **v = sbx__calloc(n + 10, sizeof(*v));
-	if (!v)
-		return NULL;
-	size_t k = 0;
-	v[k++] = "/bin/sh";
-	v[k++] = "-c";
-	v[k++] = redirect_script;
-	v[k++] = "sbx-redirect";
-	v[k++] = req->stdout_path ? req->stdout_path : "";
-	v[k++] = req->stderr_path ? req->stderr_path : "";
-	v[k++] = req->argv ? "a" : "s";
-	v[k++] = nonce;
-	if (req->argv)
-		for (size_t i = 0; i < n; i++)
-			v[k++] = req->argv[i];
-	else
-		v[k++] = req->shell;
-	v[k] = NULL;
-	return v;
+	const char *const head[] = {"/bin/sh",
+				    "-c",
+				    redirect_script,
+				    "sbx-redirect",
+				    o->stdout_path ? o->stdout_path : "",
+				    o->stderr_path ? o->stderr_path : "",
+				    o->argv ? "a" : "s",
+				    nonce};
+	return sbx__script_argv(head, sizeof(head) / sizeof(head[0]), o->shell, o->argv);
 }
 
-/* After the wrapper: SBX_E_NO_FILE in err when it could not open a file (exit 125 and its
- * line with this call's nonce last on stderr), else SBX_OK. */
-static int redirect_failed(sbx__spool *sp, const sbx_exec_request *req, const char *nonce,
+/* After the wrapper: SBX_E_NO_FILE in err when it could not open a file of o's (exit 125 and
+ * its line with this call's nonce last on stderr), else SBX_OK. */
+static int redirect_failed(sbx__spool *sp, const sbx_exec_opts *o, const char *nonce,
 			   const sbx_exec_outcome *oc, sbx_error *err)
 {
 	if (oc->exit_code != 125 || oc->timed_out)
@@ -163,9 +139,10 @@ static int redirect_failed(sbx__spool *sp, const sbx_exec_request *req, const ch
 	else
 		text[0] = '\0';
 	/* The shell's own line (the last before the mark) says why. */
-	const char *why = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+	const char *why = strrchr(text, '\n');
+	why = why ? why + 1 : text;
 	return sbx__set_error(err, SBX_E_NO_FILE, "exec: cannot open the %s file %s: %s",
-			      out ? "stdout" : "stderr", out ? req->stdout_path : req->stderr_path,
+			      out ? "stdout" : "stderr", out ? o->stdout_path : o->stderr_path,
 			      *why ? why : "the shell gave no reason");
 }
 
@@ -209,10 +186,15 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	make_request(&o, pol, &req);
 	const char **wrapped = NULL;
 	char nonce[17];
-	if ((req.stdout_path || req.stderr_path) && !redirects_itself(&r)) {
-		wrapped = redirect_argv(&req, nonce);
-		if (!wrapped)
-			return sbx__spool_fail(sp, sbx__nomem(err, "exec"), err);
+	if ((o.stdout_path || o.stderr_path) && !redirects_itself(&r)) {
+		int e = sbx__random_hex(nonce, 8);
+		if (e)
+			rc =
+			    sbx__set_error(err, SBX_E_IO, "exec: no random bytes: %s", strerror(e));
+		else if (!(wrapped = redirect_argv(&o, nonce)))
+			rc = sbx__nomem(err, "exec");
+		if (rc != SBX_OK)
+			return sbx__spool_fail(sp, rc, err);
 		req.shell = NULL;
 		req.argv = wrapped;
 		req.stdout_path = req.stderr_path = NULL;
@@ -221,11 +203,8 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	double t0 = now_seconds();
 	rc = sbx__execute(host, &r, id, 0, &req, sbx__spool_write, sp, &oc, err);
 	double took = now_seconds() - t0;
-	if (rc == SBX_OK && wrapped) {
-		req.stdout_path = o.stdout_path;
-		req.stderr_path = o.stderr_path;
-		rc = redirect_failed(sp, &req, nonce, &oc, err);
-	}
+	if (rc == SBX_OK && wrapped)
+		rc = redirect_failed(sp, &o, nonce, &oc, err);
 	sbx__free(wrapped);
 	if (rc != SBX_OK)
 		return sbx__spool_fail(sp, rc, err);

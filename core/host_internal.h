@@ -190,4 +190,10 @@ typedef struct sbx__capture {
 int sbx__host_run(sbx_host *h, const char *id, const sbx__run_spec *spec, sbx__capture *cap,
 		  sbx_exec_outcome *oc, sbx_error *err);
 
+/* The argv of a script of the host's that runs a caller's command: the n_head words of head
+ * (e.g. "sh", "-c", SCRIPT, $0 and its arguments), then the command, the shell string as one
+ * word or every word of argv. NULL-terminated, from sbx__alloc; NULL when out of memory. */
+const char **sbx__script_argv(const char *const *head, size_t n_head, const char *shell,
+			      const char *const *argv);
+
 #endif

@@ -1,7 +1,29 @@
 /* Sandbox ids: "<alias>:<backend-id>". The alias routes; the backend part is the plugin's. */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "internal.h"
+
+int sbx__random_hex(char *hex, size_t n_bytes)
+{
+	unsigned char rnd[32];
+	if (n_bytes > sizeof(rnd))
+		return EINVAL;
+	size_t got = 0;
+	while (got < n_bytes) {
+		ssize_t k = getrandom(rnd + got, n_bytes - got, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? errno : EIO;
+		got += (size_t)k;
+	}
+	for (size_t i = 0; i < n_bytes; i++)
+		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+	return 0;
+}
 
 static int alias_char_ok(char c)
 {

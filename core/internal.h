@@ -357,6 +357,9 @@ void sbx__outgate_close(sbx__outgate *g);
  * SBX_E_BAD_ID with a message quoting the id and the expected shape. */
 int sbx__id_split(const char *id, char *alias_buf, size_t alias_cap, const char **backend,
 		  sbx_error *err);
+/* n_bytes random bytes as 2 * n_bytes lowercase hex digits and a NUL into hex: 0, or the
+ * errno of getrandom when the kernel has none to give. */
+int sbx__random_hex(char *hex, size_t n_bytes);
 
 /* ---- jobs (jobs.c) */
 /* Starts opts as a background job of sandbox id; its id goes into job_id[SBX_JOB_ID_MAX]. */

@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -628,20 +627,8 @@ static int count_cb(void *ctx, const sbx_job_info *info)
 
 static int make_hex(char *hex, sbx_error *err)
 {
-	unsigned char rnd[HEX_LEN / 2];
-	size_t got = 0;
-	while (got < sizeof(rnd)) {
-		ssize_t k = getrandom(rnd + got, sizeof(rnd) - got, 0);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return sbx__set_error(err, SBX_E_IO, "job: no random bytes: %s",
-					      strerror(errno));
-		got += (size_t)k;
-	}
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
-	return SBX_OK;
+	int e = sbx__random_hex(hex, HEX_LEN / 2);
+	return e ? sbx__set_error(err, SBX_E_IO, "job: no random bytes: %s", strerror(e)) : SBX_OK;
 }
 
 /* The absolute path of opts->cwd in the sandbox, resolved by the backend under its own rules
@@ -720,31 +707,17 @@ static int check_cap(sbx_host *h, const char *id, sbx__ledger *led, const sbx__p
 static const char **start_argv(const sbx_exec_opts *opts, const char *hex, const char *cwd,
 			       const char *cmd)
 {
-	size_t n_cmd = 1;
-	if (opts->argv)
-		for (n_cmd = 0; opts->argv[n_cmd]; n_cmd++)
-			;
-	const char **argv = sbx__calloc(n_cmd + 12, sizeof(*argv));
-	if (!argv)
-		return NULL;
-	size_t k = 0;
-	argv[k++] = "sh";
-	argv[k++] = "-c";
-	argv[k++] = start_script;
-	argv[k++] = "sbx-job";
-	argv[k++] = sup_script;
-	argv[k++] = hex;
-	argv[k++] = opts->shell ? "shell" : "argv";
-	argv[k++] = cwd ? cwd : "";
-	argv[k++] = opts->has_stdin ? "1" : "0";
-	argv[k++] = cmd;
-	if (opts->shell)
-		argv[k++] = opts->shell;
-	else
-		for (size_t i = 0; i < n_cmd; i++)
-			argv[k++] = opts->argv[i];
-	argv[k] = NULL;
-	return argv;
+	const char *const head[] = {"sh",
+				    "-c",
+				    start_script,
+				    "sbx-job",
+				    sup_script,
+				    hex,
+				    opts->shell ? "shell" : "argv",
+				    cwd ? cwd : "",
+				    opts->has_stdin ? "1" : "0",
+				    cmd};
+	return sbx__script_argv(head, sizeof(head) / sizeof(head[0]), opts->shell, opts->argv);
 }
 
 /* Runs the start script; *started gets the job's start time from its answer. */

@@ -128,3 +128,20 @@ int sbx__host_run(sbx_host *h, const char *id, const sbx__run_spec *spec, sbx__c
 	SBX_INIT_HEADER(req);
 	return sbx__execute(h, &r, id, 1, &req, capture_output, cap, oc, err);
 }
+
+const char **sbx__script_argv(const char *const *head, size_t n_head, const char *shell,
+			      const char *const *argv)
+{
+	size_t n = 0;
+	while (!shell && argv[n])
+		n++;
+	const char **v = sbx__calloc(n_head + (shell ? 1 : n) + 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	memcpy(v, head, n_head * sizeof(*v));
+	if (shell)
+		v[n_head] = shell;
+	else
+		memcpy(v + n_head, argv, n * sizeof(*v));
+	return v;
+}

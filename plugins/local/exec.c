@@ -81,7 +81,7 @@ typedef struct plan {
 	int ran;                         /* 1: the child ran (set by the child first thing) */
 	int status_fd, control_fd;       /* subreaper helper's pipes */
 	const local_join *join;          /* the isolated level's namespaces (ns.c) */
-	const char *out_path, *err_path; /* stdout_path, stderr_path (copies), or NULL */
+	const char *out_path, *err_path; /* stdout_path, stderr_path, or NULL */
 } plan;
 
 static int64_t now_ms(void)
@@ -907,26 +907,23 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	p.argv = argv ? argv : (char *const *)req->argv;
 	if (join.via_helper) {
 		/* The helper blanks its copy of the host's command line before it forks the
-		 * command, and the strings may live there (a CLI passes its own argv). */
+		 * command, and the strings may live there (a CLI passes its own argv, and its
+		 * --stdout-to and --stderr-to paths). */
 		char **copy = copy_argv(p.argv);
 		if (!copy)
 			goto nomem;
 		free(argv);
 		argv = copy;
 		p.argv = argv;
+		if ((req->stdout_path && !(out_path = strdup(req->stdout_path))) ||
+		    (req->stderr_path && !(err_path = strdup(req->stderr_path))))
+			goto nomem;
 	}
+	p.out_path = out_path ? out_path : req->stdout_path;
+	p.err_path = err_path ? err_path : req->stderr_path;
 	p.envp = env.v;
 	p.cwd = cwd;
 	p.path = strv_get(&env, "PATH");
-	/* Copies, for the same reason as argv above (a helper's blanked command line). */
-	if (SBX_HAS(req, sbx_exec_request, stderr_path)) {
-		if (req->stdout_path && !(out_path = strdup(req->stdout_path)))
-			goto nomem;
-		if (req->stderr_path && !(err_path = strdup(req->stderr_path)))
-			goto nomem;
-	}
-	p.out_path = out_path;
-	p.err_path = err_path;
 
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0)
@@ -1025,9 +1022,10 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 					 cwd, strerror(rep.err));
 		} else if (rep.stage == STAGE_STDOUT || rep.stage == STAGE_STDERR) {
 			int o = rep.stage == STAGE_STDOUT;
-			rc = h->set_error(
-			    err, SBX_E_NO_FILE, "local: exec: cannot open the %s file %s: %s",
-			    o ? "stdout" : "stderr", o ? out_path : err_path, strerror(rep.err));
+			rc = h->set_error(err, SBX_E_NO_FILE,
+					  "local: exec: cannot open the %s file %s: %s",
+					  o ? "stdout" : "stderr", o ? p.out_path : p.err_path,
+					  strerror(rep.err));
 		} else {
 			rc = h->set_error(err, SBX_E_IO,
 					  "local: exec: cannot start the command (%s): %s",
