@@ -482,7 +482,7 @@ class SbxSandbox(BaseSandbox):
                 return self._run_plain(sid, command, where, user, env, secs, timeout)
             out_dir = self._out_dir()
             wrap = self._wrap(out_dir, command)
-            if wrap is _WRAP_MADE:  # the folder is there: the backend opens the files
+            if self._host_paths:  # _wrap made the folder: the backend opens the files
                 r = self._host().exec(sid, command, cwd=where, env=env, user=user,
                                       timeout=secs, stdout_path=f"{out_dir}/stdout.txt",
                                       stderr_path=f"{out_dir}/stderr.txt")
