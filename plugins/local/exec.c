@@ -740,9 +740,19 @@ static void start_sink(run *r, const char *cg)
 			ssize_t w = write(procs, buf, len);
 			(void)w;
 		}
-		int keep[] = {r->out_r, r->err_r};
+		/* It may outlive the host by far (a leftover writes for hours): it must not hold
+		 * the host's stdio, or whoever reads that (a terminal's pipe, a test runner)
+		 * waits for it. The pipes move above 2 first: one of them may be 0, 1 or 2. */
+		int fds[2] = {-1, -1};
+		if (r->out_r >= 0)
+			fds[0] = fcntl(r->out_r, F_DUPFD_CLOEXEC, 3);
+		if (r->err_r >= 0)
+			fds[1] = fcntl(r->err_r, F_DUPFD_CLOEXEC, 3);
+		int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+		for (int k = 0; k < 3 && dn >= 0; k++)
+			dup2(dn, k);
+		int keep[] = {fds[0], fds[1]};
 		close_others(keep, 2);
-		int fds[2] = {r->out_r, r->err_r};
 		while (fds[0] >= 0 || fds[1] >= 0) {
 			struct pollfd pf[2] = {{.fd = fds[0], .events = POLLIN},
 					       {.fd = fds[1], .events = POLLIN}};

@@ -317,6 +317,16 @@ class Local(unittest.TestCase):
         self.assertIn("sbx: exec: command timed out after ", err)
         self.assertEqual(self.sbx("exec", self.id, "-c", "kill -TERM $$")[0], 128 + 15)
 
+    def test_a_leftover_holding_its_output_does_not_hold_the_callers(self):
+        # The leftover keeps the command's pipes until told to stop: the call returns, and
+        # the sink reading them for it must not keep the CLI's own stdout and stderr open
+        # (run() reads those to their end; it would wait out its timeout).
+        rc, out, err = self.sbx("exec", self.id, "-c",
+                                "(while [ ! -e stop ]; do sleep 0.05; done) & "
+                                "echo started", timeout=60)
+        self.assertEqual((rc, out, err), (0, "started\n", ""))
+        self.assertEqual(self.sbx("exec", self.id, "--", "touch", "stop"), (0, "", ""))
+
     def test_exec_output_into_sandbox_files(self):
         rc, out, err = self.sbx("exec", "--stdout-to", "o", "--stderr-to", "o", self.id, "-c",
                                 "echo a; echo b >&2; exit 4")
