@@ -632,7 +632,115 @@ typedef struct worker {
 	int holders; /* odd execs start a holder (not where the backend waits for holders) */
 	int failures;
 	char first_bad[1200];
+	int k;          /* the exec under way, under `progress` */
+	double started; /* when it started, 0 between calls */
 } worker;
+
+static pthread_mutex_t progress = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t all_done = PTHREAD_COND_INITIALIZER;
+static int workers_done;
+
+/* The first line of /proc/<pid>/<name> into buf, "" when unreadable. */
+static void proc_line(const char *pid, const char *name, char *buf, size_t cap)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "/proc/%s/%s", pid, name);
+	buf[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, cap - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == '\n' || buf[i] == '\0')
+			buf[i] = i + 1 < n && buf[i] == '\0' ? ' ' : '\0';
+}
+
+/* What a stuck concurrent_execs was doing, to stderr: each worker's call, each thread's
+ * kernel wait, and every process this one started (pid, parent, state, wait, command). */
+static void dump_progress(const worker *w, int n)
+{
+	double t = now_s();
+	pthread_mutex_lock(&progress);
+	for (int i = 0; i < n; i++)
+		fprintf(stderr, "concurrent_execs: worker %d: exec %d, %.1f s in it\n", i, w[i].k,
+			w[i].started > 0 ? t - w[i].started : 0.0);
+	pthread_mutex_unlock(&progress);
+	char self[32], line[600], wchan[128], sys[128];
+	snprintf(self, sizeof(self), "%ld/task", (long)getpid());
+	DIR *d = opendir("/proc/self/task");
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char tid[300];
+		snprintf(tid, sizeof(tid), "%s/%s", self, e->d_name);
+		proc_line(tid, "wchan", wchan, sizeof(wchan));
+		proc_line(tid, "syscall", sys, sizeof(sys));
+		fprintf(stderr, "concurrent_execs: thread %s: wchan %s, syscall %.60s\n", e->d_name,
+			wchan, sys);
+	}
+	if (d)
+		closedir(d);
+	d = opendir("/proc");
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		proc_line(e->d_name, "stat", line, sizeof(line));
+		const char *paren = strrchr(line, ')');
+		long ppid = 0;
+		char state = '?';
+		if (!paren || sscanf(paren + 1, " %c %ld", &state, &ppid) != 2)
+			continue;
+		/* This process's descendants: follow the parents up (a few levels). */
+		long at = ppid;
+		for (int up = 0; up < 8 && at > 1 && at != (long)getpid(); up++) {
+			char pp[24], st2[600];
+			snprintf(pp, sizeof(pp), "%ld", at);
+			proc_line(pp, "stat", st2, sizeof(st2));
+			const char *p2 = strrchr(st2, ')');
+			char s2;
+			if (!p2 || sscanf(p2 + 1, " %c %ld", &s2, &at) != 2)
+				at = 0;
+		}
+		if (at != (long)getpid())
+			continue;
+		char cmd[200];
+		proc_line(e->d_name, "wchan", wchan, sizeof(wchan));
+		proc_line(e->d_name, "cmdline", cmd, sizeof(cmd));
+		fprintf(stderr,
+			"concurrent_execs: pid %s, parent %ld, state %c, wchan %s: %.100s\n",
+			e->d_name, ppid, state, wchan, cmd);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* Dumps progress once the case has run CONCURRENT_DUMP_S seconds, before criterion's
+ * timeout ends it without a word. */
+#define CONCURRENT_DUMP_S 100
+
+typedef struct watch {
+	worker *w;
+	int n;
+} watch;
+
+static void *watchdog(void *arg)
+{
+	watch *wa = arg;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += CONCURRENT_DUMP_S;
+	pthread_mutex_lock(&progress);
+	int rc = 0;
+	while (workers_done < wa->n && rc == 0)
+		rc = pthread_cond_timedwait(&all_done, &progress, &until);
+	int late = workers_done < wa->n;
+	pthread_mutex_unlock(&progress);
+	if (late)
+		dump_progress(wa->w, wa->n);
+	return NULL;
+}
 
 static void *work(void *arg)
 {
@@ -647,8 +755,15 @@ static void *work(void *arg)
 		sbx_exec_result *r = NULL;
 		sbx_error e = {0};
 		double t0 = now_s();
+		pthread_mutex_lock(&progress);
+		w->k = k;
+		w->started = t0;
+		pthread_mutex_unlock(&progress);
 		int rc = sbx_exec(host, id, &o, &r, &e);
 		double took = now_s() - t0;
+		pthread_mutex_lock(&progress);
+		w->started = 0;
+		pthread_mutex_unlock(&progress);
 		if (rc != SBX_OK || r->timed_out || r->exit_code != 0 ||
 		    strcmp(r->stdout_text, want) != 0) {
 			if (!w->failures++)
@@ -659,19 +774,26 @@ static void *work(void *arg)
 		}
 		sbx_exec_result_free(r);
 	}
+	pthread_mutex_lock(&progress);
+	workers_done++;
+	pthread_cond_signal(&all_done);
+	pthread_mutex_unlock(&progress);
 	return NULL;
 }
 
 CASE(concurrent_execs)
 {
-	pthread_t t[N_THREADS];
+	pthread_t t[N_THREADS], dog;
 	worker w[N_THREADS];
+	watch wa = {w, N_THREADS};
 	for (int i = 0; i < N_THREADS; i++) {
 		w[i] = (worker){.index = i, .holders = !skipped("background_holder")};
 		cr_assert_eq(pthread_create(&t[i], NULL, work, &w[i]), 0);
 	}
+	cr_assert_eq(pthread_create(&dog, NULL, watchdog, &wa), 0);
 	for (int i = 0; i < N_THREADS; i++)
 		pthread_join(t[i], NULL);
+	pthread_join(dog, NULL);
 	/* No call waited for a holder: none timed out (a time bound would measure the load: a
 	 * loaded machine makes a podman exec take 20 s and more). */
 	for (int i = 0; i < N_THREADS; i++)
