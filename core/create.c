@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -160,7 +161,8 @@ static int send_create(creation *c, const sbx__route *r, char id[SBX_ID_MAX], sb
 				.env = o ? o->env : NULL,
 				.n_env = o ? o->n_env : 0,
 				.ttl_seconds = c->ttl > 0 ? c->ttl : 0,
-				.data_source = c->ds->name};
+				.data_source = c->ds->name,
+				.share_dir = o ? o->share_dir : NULL};
 	SBX_INIT_HEADER(spec);
 	size_t prefix = strlen(c->ds->alias) + 1;
 	create_args a = {.spec = &spec, .buf = id + prefix, .cap = SBX_ID_MAX - prefix};
@@ -221,6 +223,25 @@ static int create_in(creation *c, const sbx__route *r, char id[SBX_ID_MAX], sbx_
 	return SBX_OK;
 }
 
+/* share_dir: an existing folder named by its absolute path, for a backend that takes one. */
+static int check_share_dir(const char *dir, const sbx__route *r, sbx_error *err)
+{
+	struct stat sb;
+	if (!dir)
+		return SBX_OK;
+	if (dir[0] != '/' || strlen(dir) >= 1024 || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+		return sbx__set_error(err, SBX_E_INVAL,
+				      "create: share_dir '%.300s' must be an existing folder given "
+				      "by its absolute path (at most 1023 bytes)",
+				      dir);
+	if (!(r->slot->desc->flags & SBX_PLUGIN_SHARE_DIR))
+		return sbx__set_error(err, SBX_E_UNSUPPORTED,
+				      "%s: create: share_dir: this backend cannot share a host "
+				      "folder with a sandbox",
+				      r->alias);
+	return SBX_OK;
+}
+
 /* The data source a create goes to, with a sandbox type this host can route. */
 static int create_source(sbx_host *host, const sbx_create_opts *opts, const sbx__data_source **out,
 			 sbx_error *err)
@@ -260,6 +281,8 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 		rc = create_source(host, c.opts, &c.ds, err);
 	if (rc == SBX_OK)
 		rc = sbx__route_alias(host, c.ds->alias, c.ds, &r, err);
+	if (rc == SBX_OK && c.opts)
+		rc = check_share_dir(c.opts->share_dir, &r, err);
 	if (rc != SBX_OK)
 		return rc;
 	c.now = (int64_t)time(NULL);

@@ -236,6 +236,7 @@ static int p_create(void *state, const sbx_create_spec *spec, char *id_buf, size
 	sbx__wput_i64(&b, spec->ttl_seconds);
 	sbx__wput_str(&b, spec->data_source);
 	sbx__wput_u64(&b, id_cap);
+	sbx__wput_str(&b, spec->share_dir);
 	sbx__call call = {.alias = ps->alias, .op = "create"};
 	sbx__rbuf r = {0};
 	int st = SBX_OK;

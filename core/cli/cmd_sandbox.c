@@ -194,6 +194,7 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 	    {"ttl", required_argument, NULL, 't'},
 	    {"owner-pid", required_argument, NULL, 'p'},
 	    {"wait", required_argument, NULL, 'w'},
+	    {"share-dir", required_argument, NULL, 's'},
 	    {"json", no_argument, NULL, 'j'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -248,6 +249,9 @@ int cmd_create(const cli_globals *g, int argc, char **argv)
 			if (o.wait_seconds < 0)
 				return cli_usage_error(cli_help_create, "create",
 						       "--wait wants seconds, got '%s'", optarg);
+			break;
+		case 's':
+			o.share_dir = optarg;
 			break;
 		case 'j':
 			json = 1;

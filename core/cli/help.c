@@ -53,12 +53,15 @@ const char cli_help_config[] =
 
 const char cli_help_create[] =
     "usage: sbx create [--data-source NAME] [--image IMAGE] [--label K=V]... [--env K=V]...\n"
-    "                  [--ttl SECONDS] [--owner-pid PID] [--wait SECONDS] [--json]\n"
+    "                  [--ttl SECONDS] [--owner-pid PID] [--wait SECONDS] [--share-dir DIR]\n"
+    "                  [--json]\n"
     "Creates a sandbox and prints its id. The sandbox outlives this command: only its TTL\n"
     "(or the death of --owner-pid) lets 'sbx gc' reap it.\n"
     "--wait: how long to wait for a place under the data source's caps (max_concurrency,\n"
     "max_starting, create_rate, held across every process of the state dir); without it a\n"
-    "full cap fails at once.\n";
+    "full cap fails at once.\n"
+    "--share-dir: an existing host folder, by its absolute path, that is the sandbox's work\n"
+    "dir (backends that can share one: local); rm leaves the folder and its files.\n";
 
 const char cli_help_exec[] =
     "usage: sbx exec [--json] [--timeout SECONDS] [--cwd DIR] [--env K=V]... [--user U]\n"

@@ -273,6 +273,7 @@ static void op_create(const sbx__rjob *j, sbx__rbuf *r)
 	spec.ttl_seconds = sbx__rget_i64(r);
 	spec.data_source = sbx__rget_str(r);
 	uint64_t cap = sbx__rget_u64(r);
+	spec.share_dir = sbx__rget_str(r);
 	if (rc == SBX_OK && (r->bad || cap == 0 || cap > 65536))
 		rc = sbx__set_error(&err, SBX_E_INVAL, "sbx-runner: malformed create request");
 	else if (rc == SBX_OK && !(id = sbx__calloc(1, (size_t)cap)))

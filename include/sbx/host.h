@@ -141,6 +141,13 @@ typedef struct sbx_create_opts {
 	 * max_starting, create_rate), which hold across every process sharing the state dir.
 	 * 0: SBX_E_LIMIT at once when a cap is full. The wait sleeps, never spins. */
 	double wait_seconds;
+	/* ABI 1.4: a host folder that is this sandbox's work dir (an absolute path to an
+	 * existing folder): commands start in it and file paths name it, as with the local
+	 * backend's share_dir key, but for this sandbox alone, so one host serves sandboxes
+	 * that each work in a folder of their own. Destroy leaves the folder and its files.
+	 * NULL: the backend's own work dir. A backend that cannot share a host folder
+	 * (plugin.h: SBX_PLUGIN_SHARE_DIR) refuses it with SBX_E_UNSUPPORTED. */
+	const char *share_dir;
 } sbx_create_opts;
 
 /* Creates a sandbox and writes its id ("<alias>:<backend-id>") into id[SBX_ID_MAX].

@@ -31,6 +31,9 @@
  *        a command's output straight into files in the sandbox. A plugin that sets the new
  *        descriptor flag SBX_PLUGIN_REDIRECT opens them itself; for any other plugin, 1.0
  *        to 1.2 ones included, the host runs the command under a /bin/sh wrapper that does.
+ *   1.4  sbx_create_opts and sbx_create_spec grow share_dir at their end: a host folder that
+ *        is one sandbox's work dir. Only a plugin with the new descriptor flag
+ *        SBX_PLUGIN_SHARE_DIR sees it; the host refuses it for any other.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns
@@ -129,6 +132,11 @@ typedef struct sbx_create_spec {
 	uint32_t reserved1;
 	int64_t ttl_seconds;     /* 0: none; backends with a lifetime enforce it */
 	const char *data_source; /* name of the data source, for the backend's own labels */
+	/* ABI 1.4, only for a plugin whose descriptor has SBX_PLUGIN_SHARE_DIR (the host
+	 * refuses it for the others): an absolute path to an existing host folder, checked by
+	 * the host, that is this sandbox's work dir; NULL: the plugin's own. The sandbox must
+	 * remember it by itself (another process reaches the sandbox by its id alone). */
+	const char *share_dir;
 } sbx_create_spec;
 
 /* Output sink: the plugin pushes every chunk of output through it as it arrives. A nonzero
@@ -189,6 +197,8 @@ typedef int (*sbx_id_fn)(void *ctx, const char *backend_id);
 #define SBX_PLUGIN_THREAD_SAFE 1u
 /* ABI 1.3: execute honours sbx_exec_request.stdout_path and stderr_path itself. */
 #define SBX_PLUGIN_REDIRECT 2u
+/* ABI 1.4: create honours sbx_create_spec.share_dir. */
+#define SBX_PLUGIN_SHARE_DIR 4u
 
 /* The descriptor a plugin registers for one alias. The host copies it (up to struct_size),
  * so it may live on the plugin's stack. Required ops must not be NULL; optional ops may be

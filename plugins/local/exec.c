@@ -808,10 +808,16 @@ static int resolve_cwd(local_state *st, const char *id, const char *work,
 	const sbx_host_api *h = sbxs_host;
 	const char *c = req->cwd;
 	*fd = -1;
-	int inside = c && c[0] == '/' &&
-		     (local_under(c, work) || (st->share_dir[0] && local_under(c, st->share_dir)));
+	int inside = c && c[0] == '/' && local_under_work(c, work);
 	int n;
-	if (!c || !c[0]) {
+	if ((!c || !c[0]) && st->iso.level != LOCAL_ISO_NAMESPACES) {
+		/* A work dir that links to a shared host folder is named by that folder's path,
+		 * as the command's pwd and $PWD show it. */
+		ssize_t l = readlink(work, buf, cap - 1);
+		n = l > 0 && buf[0] == '/' ? (int)l : snprintf(buf, cap, "%s", work);
+		if (l > 0 && buf[0] == '/')
+			buf[l] = '\0';
+	} else if (!c || !c[0]) {
 		n = snprintf(buf, cap, "%s", work);
 	} else if (c[0] == '/' && !inside && st->iso.level == LOCAL_ISO_NAMESPACES) {
 		n = snprintf(buf, cap, "%s", c);

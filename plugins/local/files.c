@@ -213,6 +213,20 @@ size_t local_under(const char *path, const char *dir)
 	return n;
 }
 
+size_t local_under_work(const char *path, const char *work)
+{
+	size_t n = local_under(path, work);
+	if (n)
+		return n;
+	/* Only a path outside the work dir's own name pays for the readlink. */
+	char target[1100];
+	ssize_t len = readlink(work, target, sizeof(target) - 1);
+	if (len <= 1 || target[0] != '/')
+		return 0;
+	target[len] = '\0';
+	return local_under(path, target);
+}
+
 /* Opens the sandbox work dir and turns `path` into a path relative to it. */
 static int prepare(local_state *st, const char *id, const char *op, const char *path, int *root,
 		   char *rel, size_t cap, sbx_error *err)
@@ -227,9 +241,7 @@ static int prepare(local_state *st, const char *id, const char *op, const char *
 	const char *r = path;
 	if (path[0] == '/') {
 		/* With share_dir the work dir is that host folder: its path names it too. */
-		size_t wl = local_under(path, work);
-		if (!wl && st->share_dir[0])
-			wl = local_under(path, st->share_dir);
+		size_t wl = local_under_work(path, work);
 		if (!wl)
 			return h->set_error(err, SBX_E_PATH,
 					    "local: %s: path '%.300s' is outside the sandbox work "

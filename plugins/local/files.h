@@ -23,6 +23,9 @@ int local_remove_path(void *state, const char *id, const char *path, uint32_t re
 		      sbx_error *err);
 /* The length of dir's path when path is dir or lies below it, else 0. */
 size_t local_under(const char *path, const char *dir);
+/* The same for the sandbox's work dir `work`, which a path may also name by the host folder
+ * it links to (share_dir). */
+size_t local_under_work(const char *path, const char *work);
 /* Opens `path` (absolute in the work dir or relative to it) as a folder beneath the work dir
  * for an exec's cwd: *fd is an O_PATH descriptor. SBX_E_PATH when it leads outside. */
 int local_open_dir(local_state *st, const char *id, const char *path, int *fd, sbx_error *err);

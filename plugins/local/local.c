@@ -295,7 +295,7 @@ int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)
 			   "or subreaper",
 	    .keys = local_keys,
 	    .n_keys = sizeof(local_keys) / sizeof(local_keys[0]),
-	    .flags = SBX_PLUGIN_THREAD_SAFE | SBX_PLUGIN_REDIRECT,
+	    .flags = SBX_PLUGIN_THREAD_SAFE | SBX_PLUGIN_REDIRECT | SBX_PLUGIN_SHARE_DIR,
 	    .init = local_init,
 	    .fini = local_fini,
 	    .create = local_create,

@@ -29,7 +29,7 @@
  * job_outcome_and_logs_from_another_process, job_survives_sigkill_of_its_starter,
  * files_fifo_refused, files_device_refused, files_read_cap,
  * files_write_replaces_hard_links, exec_cwd_stays_beneath, host_env_not_inherited,
- * timeout_kills_cgroup_movers, secrets_stay_out_of_state_and_logs, exec_redirect.
+ * timeout_kills_cgroup_movers, secrets_stay_out_of_state_and_logs, exec_redirect, share_dir.
  *
  * files_read_cap assumes the config sets max_file_bytes: 1048576.
  *
@@ -603,6 +603,57 @@ CASE(files_escape_refused)
 	cr_assert_eq(sbx_list_dir(host, id, "uplink", &ents, &n, &err), SBX_E_PATH);
 	cr_assert_eq(sbx_remove(host, id, "rootlink", 0, &err), SBX_OK, "%s", err.message);
 	cr_assert_eq(access("/etc/passwd", F_OK), 0);
+}
+
+/* create with share_dir: where the backend shares host folders (local at the plain level),
+ * the folder is that sandbox's work dir, the command's pwd, and outlives the sandbox;
+ * elsewhere it is refused with SBX_E_UNSUPPORTED: by the host for a backend without
+ * SBX_PLUGIN_SHARE_DIR, by local itself at its isolated level. */
+CASE(share_dir)
+{
+	char dir[] = "/tmp/sbx-conf-share-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	sbx_create_opts c = {.image = getenv("SBX_CONFORMANCE_IMAGE"), .share_dir = dir};
+	SBX_INIT_HEADER(c);
+	if (c.image && !*c.image)
+		c.image = NULL;
+	char other[SBX_ID_MAX];
+	int rc = sbx_create(host, &c, other, &err);
+	if (rc == SBX_E_UNSUPPORTED) {
+		cr_assert(strstr(err.message, ": create: share_dir: this backend cannot share a "
+					      "host folder with a sandbox") ||
+			      strcmp(err.message,
+				     "local: create: share_dir is for the plain level: "
+				     "at isolation: namespaces a sandbox sees a tree "
+				     "of its own") == 0,
+			  "%s", err.message);
+		cr_assert_eq(rmdir(dir), 0);
+		return;
+	}
+	cr_assert_eq(rc, SBX_OK, "%s", err.message);
+	sbx_exec_opts o = {.shell = "pwd; echo kept > f", .timeout = 60};
+	SBX_INIT_HEADER(o);
+	sbx_exec_result *r = NULL;
+	rc = sbx_exec(host, other, &o, &r, &err);
+	sbx_error derr = {0};
+	int drc = sbx_destroy(host, other, &derr);
+	cr_assert_eq(rc, SBX_OK, "%s", err.message);
+	keep(r);
+	char want[64];
+	snprintf(want, sizeof(want), "%s\n", dir);
+	expect_out(r, want, 0);
+	release(r);
+	cr_assert_eq(drc, SBX_OK, "%s", derr.message);
+	char path[64], got[16] = "";
+	snprintf(path, sizeof(path), "%s/f", dir);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	size_t n = fread(got, 1, sizeof(got) - 1, f);
+	fclose(f);
+	got[n] = '\0';
+	cr_assert_str_eq(got, "kept\n");
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(rmdir(dir), 0);
 }
 
 CASE(destroy_twice)

@@ -24,7 +24,7 @@ printf 'custom:\n  path: %s\n' "$work/custom-cmake/sbx-custom.so" >/etc/sbx/regi
 # Every packaged backend loads from its own package, beside the third-party one.
 listing=$(sbx plugins)
 for a in local docker e2b k8s custom; do
-	printf '%s\n' "$listing" | grep -q "^$a  *loaded  *1\.3 " || fail "sbx plugins: $a: $listing"
+	printf '%s\n' "$listing" | grep -q "^$a  *loaded  *1\.4 " || fail "sbx plugins: $a: $listing"
 done
 
 # The main job, as scripts/main.sh runs it, from the installed sbx.

@@ -44,6 +44,7 @@ int main(void)
 	AT(sbx_create_opts, reserved2);
 	AT(sbx_create_opts, owner_pid);
 	AT(sbx_create_opts, wait_seconds);
+	AT(sbx_create_opts, share_dir);
 
 	SIZE(sbx_exec_opts);
 	HEADER_OF(sbx_exec_opts);

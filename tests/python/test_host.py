@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 import unittest
 
 import sbx
@@ -172,6 +174,61 @@ class HostTest(unittest.TestCase):
         with self.assertRaises(sbx.ConfigError) as cm:
             sbx.Host({"data_source": {"sandbox": {"type": "local", "timeout": -1}}})
         self.assertIn("'timeout' is -1", cm.exception.message)
+
+
+class ShareDirTest(unittest.TestCase):
+    """create(share_dir=): a host folder is that sandbox's work dir, for that sandbox alone,
+    so one Host serves sandboxes that each work in a folder of their own."""
+
+    def setUp(self):
+        self.host = sbx.Host(LOCAL)
+        self.tmp = tempfile.mkdtemp(prefix="sbx-share-")
+        self.a = os.path.join(self.tmp, "a")
+        self.b = os.path.join(self.tmp, "b")
+        os.mkdir(self.a)
+        os.mkdir(self.b)
+
+    def tearDown(self):
+        self.host.close()
+        shutil.rmtree(self.tmp)
+
+    def test_each_sandbox_works_in_its_own_folder(self):
+        sa = self.host.create(share_dir=self.a)
+        sb = self.host.create(share_dir=self.b)
+        try:
+            self.assertEqual(self.host.exec(sa, "pwd; echo x > f").stdout, self.a + "\n")
+            self.assertEqual(self.host.exec(sb, "pwd; echo y > f").stdout, self.b + "\n")
+            with open(os.path.join(self.a, "f")) as f:
+                self.assertEqual(f.read(), "x\n")
+            # The folder's own path names the work dir, for files and for cwd; another
+            # sandbox's folder is outside.
+            self.host.write_file(sa, os.path.join(self.a, "d", "g"), b"z")
+            self.assertEqual(self.host.read_file(sa, "d/g"), b"z")
+            r = self.host.exec(sa, "pwd", cwd=os.path.join(self.a, "d"))
+            self.assertEqual(r.stdout, os.path.join(self.a, "d") + "\n")
+            with self.assertRaises(sbx.errors.PathError) as cm:
+                self.host.read_file(sa, os.path.join(self.b, "f"))
+            self.assertIn("is outside the sandbox work dir", cm.exception.message)
+            # Another process's host reaches it by its id alone.
+            with sbx.Host(LOCAL) as other:
+                self.assertEqual(other.exec(sa, "cat f").stdout, "x\n")
+        finally:
+            self.host.destroy(sa)
+            self.host.destroy(sb)
+        # Destroy leaves the folders and their files.
+        self.assertEqual(sorted(os.listdir(self.a)), ["d", "f"])
+        self.assertEqual(os.listdir(self.b), ["f"])
+
+    def test_bad_folders_are_refused(self):
+        want = ("create: share_dir '%s' must be an existing folder given by its absolute "
+                "path (at most 1023 bytes)")
+        for bad in ("rel/dir", os.path.join(self.tmp, "missing"),
+                    os.path.join(self.tmp, "file"), "/" + "x" * 1100):
+            if bad.endswith("file"):
+                open(bad, "w").close()
+            with self.assertRaises(sbx.errors.InvalidArgument) as cm:
+                self.host.create(share_dir=bad)
+            self.assertEqual(cm.exception.message, want % bad[:300])
 
 
 if __name__ == "__main__":

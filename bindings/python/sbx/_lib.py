@@ -12,7 +12,7 @@ import sys
 import sysconfig
 
 ABI_MAJOR = 1
-ABI_MINOR = 3
+ABI_MINOR = 4
 
 _HEADER = [("struct_size", ctypes.c_uint32), ("abi_major", ctypes.c_uint16),
            ("abi_minor", ctypes.c_uint16)]
@@ -54,7 +54,7 @@ class CreateOpts(ctypes.Structure):
                           ("n_env", ctypes.c_uint32), ("reserved1", ctypes.c_uint32),
                           ("ttl_seconds", ctypes.c_int64), ("detached", ctypes.c_uint32),
                           ("reserved2", ctypes.c_uint32), ("owner_pid", ctypes.c_int64),
-                          ("wait_seconds", ctypes.c_double)]
+                          ("wait_seconds", ctypes.c_double), ("share_dir", ctypes.c_char_p)]
 
 
 class ExecOpts(ctypes.Structure):

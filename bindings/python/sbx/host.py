@@ -131,7 +131,8 @@ class Session:
     assets: Dict[str, str] = field(default_factory=dict)
 
 
-def _create_opts(data_source, image, labels, env, ttl, wait) -> _lib.CreateOpts:
+def _create_opts(data_source, image, labels, env, ttl, wait,
+                 share_dir=None) -> _lib.CreateOpts:
     """sbx_create_opts; the struct keeps the arrays and strings it points to alive."""
     opts = _lib.init_header(_lib.CreateOpts())
     opts.data_source = _b(data_source)
@@ -142,6 +143,7 @@ def _create_opts(data_source, image, labels, env, ttl, wait) -> _lib.CreateOpts:
     opts.env, opts.n_env = ea, ne
     opts.ttl_seconds = int(ttl)
     opts.wait_seconds = float(wait)
+    opts.share_dir = _b(None if share_dir is None else os.fspath(share_dir))
     return opts
 
 
@@ -249,11 +251,13 @@ class Host:
     def create(self, data_source: Optional[str] = None, *, image: Optional[str] = None,
                labels: Optional[Mapping[str, str]] = None,
                env: Optional[Mapping[str, str]] = None, ttl: int = 0,
-               wait: float = 0) -> str:
+               wait: float = 0, share_dir: Optional[str] = None) -> str:
         """Creates a sandbox and returns its id. `wait`: seconds to wait for a place under
         the data source's caps (max_concurrency, max_starting, create_rate), which hold across
-        every process sharing the state dir; 0 raises SbxError SBX_E_LIMIT at once."""
-        opts = _create_opts(data_source, image, labels, env, ttl, wait)
+        every process sharing the state dir; 0 raises SbxError SBX_E_LIMIT at once.
+        `share_dir`: an existing host folder, by its absolute path, that is this sandbox's
+        work dir (backends that can share one: local); destroy leaves it."""
+        opts = _create_opts(data_source, image, labels, env, ttl, wait, share_dir)
         buf = ctypes.create_string_buffer(_lib.ID_MAX)
         self._call(self._L.sbx_create, self._h, ctypes.byref(opts), buf)
         return buf.value.decode()
@@ -665,14 +669,14 @@ class AsyncHost:
     async def create(self, data_source: Optional[str] = None, *, image: Optional[str] = None,
                      labels: Optional[Mapping[str, str]] = None,
                      env: Optional[Mapping[str, str]] = None, ttl: int = 0,
-                     wait: float = 0) -> str:
+                     wait: float = 0, share_dir: Optional[str] = None) -> str:
         """Host.create. A create whose await is cancelled still completes in the library; the
         sandbox it made is then destroyed, since no one holds its id."""
         q = self._queued()
         if q is None:
             return await self._run(self.host.create, data_source, image=image, labels=labels,
-                                   env=env, ttl=ttl, wait=wait)
-        opts = _create_opts(data_source, image, labels, env, ttl, wait)
+                                   env=env, ttl=ttl, wait=wait, share_dir=share_dir)
+        opts = _create_opts(data_source, image, labels, env, ttl, wait, share_dir)
         return await q.submit(_lib.CALL_CREATE, _created, create=opts)
 
     async def destroy(self, sandbox_id: str) -> None:

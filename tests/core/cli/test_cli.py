@@ -233,6 +233,12 @@ class Exec(unittest.TestCase):
         self.assertEqual(rc, 125)
         self.assertTrue(err.startswith("sbx: file: "), err)
 
+    def test_share_dir_unsupported_by_fixture_is_infra(self):
+        rc, out, err = run("create", "--share-dir", TMP, config=self.cfg)
+        self.assertEqual((rc, out), (125, ""))
+        self.assertEqual(err, "sbx: create: ok: create: share_dir: this backend cannot share "
+                              "a host folder with a sandbox\n")
+
 
 class Errors(unittest.TestCase):
     def test_malformed_id_exits_2(self):
@@ -258,10 +264,10 @@ class Errors(unittest.TestCase):
         self.assertEqual(rc, 0)
         rows = {r["alias"]: r for r in json.loads(out)}
         self.assertEqual((rows["ok"]["state"], rows["ok"]["abi"], rows["ok"]["reason"]),
-                         ("loaded", "1.3", None))
+                         ("loaded", "1.4", None))
         self.assertIn("backend", rows["ok"])
         self.assertEqual(rows["major"]["state"], "faulty")
-        self.assertIn("plugin ABI 2.3 does not match host ABI 1.3", rows["major"]["reason"])
+        self.assertIn("plugin ABI 2.4 does not match host ABI 1.4", rows["major"]["reason"])
         self.assertNotIn("backend", rows["major"])
 
     def test_plugins_table(self):
@@ -270,7 +276,7 @@ class Errors(unittest.TestCase):
         lines = out.splitlines()
         self.assertEqual(lines[0].split(), ["ALIAS", "STATE", "ABI", "PATH", "/", "REASON"])
         ok = [l.split() for l in lines if l.startswith("ok ")][0]
-        self.assertEqual(ok[1:3], ["loaded", "1.3"])
+        self.assertEqual(ok[1:3], ["loaded", "1.4"])
 
     def test_config_check(self):
         rc, out, err = run("config", "check", ok_config())
@@ -316,6 +322,24 @@ class Local(unittest.TestCase):
         self.assertEqual((rc, out), (124, "early\n"))
         self.assertIn("sbx: exec: command timed out after ", err)
         self.assertEqual(self.sbx("exec", self.id, "-c", "kill -TERM $$")[0], 128 + 15)
+
+    def test_create_with_share_dir(self):
+        share = os.path.join(TMP, "shared")
+        os.makedirs(share, exist_ok=True)
+        rc, out, err = self.sbx("create", "--share-dir", share)
+        self.assertEqual(rc, 0, err)
+        sid = out.strip()
+        try:
+            self.assertEqual(self.sbx("exec", sid, "-c", "pwd; echo hi > f"),
+                             (0, share + "\n", ""))
+        finally:
+            self.assertEqual(self.sbx("rm", sid)[0], 0)
+        with open(os.path.join(share, "f")) as f:
+            self.assertEqual(f.read(), "hi\n")
+        rc, out, err = self.sbx("create", "--share-dir", "relative")
+        self.assertEqual((rc, out), (2, ""))
+        self.assertEqual(err, "sbx: create: share_dir 'relative' must be an existing "
+                              "folder given by its absolute path (at most 1023 bytes)\n")
 
     def test_a_leftover_holding_its_output_does_not_hold_the_callers(self):
         # The leftover keeps the command's pipes until told to stop: the call returns, and

@@ -54,7 +54,7 @@ done
 
 # The relocated install finds its own registry beside its library, not the configured prefix's.
 listing=$(env -u SBX_REGISTRY "$prefix/bin/sbx" plugins)
-printf '%s\n' "$listing" | grep -q '^custom  *loaded  *1\.3 ' || fail "installed sbx plugins: $listing"
+printf '%s\n' "$listing" | grep -q '^custom  *loaded  *1\.4 ' || fail "installed sbx plugins: $listing"
 
 cat >"$work/config.yaml" <<CFG
 data_source:
