@@ -33,6 +33,31 @@ class ConstructionTest(unittest.TestCase):
                                      "truncate_head_chars", "truncate_tail_chars"])
 
 
+class SharedHostTest(unittest.TestCase):
+    def test_sandboxes_with_their_own_work_dirs_share_one_host(self):
+        """LocalSandbox mode: each sandbox names its folder at create (share_dir), so the
+        sandboxes of one config share a Host; closing one leaves the others working."""
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            sa = SbxSandbox(work_dir=os.path.join(a, "w"))
+            sb = SbxSandbox(work_dir=b)
+            try:
+                self.assertEqual(sa.execute_bash("pwd").stdout, os.path.join(a, "w") + "\n")
+                self.assertEqual(sb.execute_bash("pwd").stdout, b + "\n")
+                self.assertIs(sa.host, sb.host)
+                sa.stop()
+                self.assertEqual(sb.execute_bash("echo still").stdout, "still\n")
+                self.assertTrue(os.path.isdir(os.path.join(a, "w")))
+            finally:
+                sa.stop()
+                sb.stop()
+        other = SbxSandbox(work_dir=tempfile.gettempdir(), output_char_threshold=100,
+                           truncate_head_chars=10, truncate_tail_chars=10)
+        try:
+            self.assertIsNot(other._host(), sb.host)  # another config, another host
+        finally:
+            other.stop()
+
+
 class NexAUTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()

@@ -8,9 +8,10 @@ types (`CommandResult`, `FileOperationResult`, `FileInfo`, `CodeExecutionResult`
 `sbx.adapters._nexau_types` (same fields), so this module still imports.
 
 Drop-in for `LocalSandbox`: `SbxSandbox(sandbox_id=..., work_dir=...)` runs on sbx's `local`
-backend with `work_dir` as the host folder every command starts in (the backend's
-`share_dir`); paths outside it are the host's, as they are for LocalSandbox (the host temp
-dir holds NexAU's output folders). Another backend is chosen with
+backend with `work_dir` as the host folder every command starts in (the sandbox's
+`share_dir`, given at create); paths outside it are the host's, as they are for LocalSandbox
+(the host temp dir holds NexAU's output folders). Such sandboxes with the same config share
+one sbx Host per process, whatever their work dirs. Another backend is chosen with
 `sandbox_config={"type": "docker", ...}` (an sbx config block) or an existing `host=`; there
 every path is inside the sandbox, `work_dir` is a folder in it and the temp dir is its /tmp,
 as for NexAU's E2BSandbox. Timeouts are in milliseconds.
@@ -22,6 +23,7 @@ where sbx cut it, the full files in sbx's per-call folder on the host).
 """
 import codecs
 import fnmatch
+import json
 import logging
 import os
 import posixpath
@@ -68,6 +70,8 @@ from ._nexau_types import HEREDOC_RE
 DEFAULT_TIMEOUT_MS = 120_000  # NexAU's execute_shell default
 KILL_GRACE_S = 5.0  # LocalSandbox's SIGTERM -> SIGKILL grace
 _LIVE = ("running", "paused", "creating")
+_SHARED_HOSTS: Dict[Tuple[int, str], Host] = {}
+_SHARED_LOCK = threading.Lock()
 _ISOLATING_KEYS = ("isolation", "rootfs", "image")
 
 # argv: OUTDIR COMMAND. Runs the command with its streams in NexAU's output folder, which
@@ -81,6 +85,18 @@ _WRAP = r"""d=$1 c=$2
 { mkdir -p "$d" && printf '%s' "$c" > "$d/command.txt"; } 2>/dev/null ||
   { echo "sbx-nexau: cannot make the output folder $d" >&2; exit 125; }""" + _RUN
 _WRAP_MADE = 'd=$1 c=$2' + _RUN
+
+
+def _shared_host(block: Dict[str, Any]) -> Host:
+    """The Host of this process for a sandbox_config block. LocalSandbox-mode sandboxes each
+    name their folder at create, so one Host (one plugin state, one ledger handle) serves
+    them all; a forked child makes its own."""
+    key = (os.getpid(), json.dumps(block, sort_keys=True, default=str))
+    with _SHARED_LOCK:
+        h = _SHARED_HOSTS.get(key)
+        if h is None:
+            h = _SHARED_HOSTS[key] = Host({"sandbox_config": block})
+        return h
 
 
 def _fmt_time(t: float) -> str:
@@ -165,8 +181,8 @@ class SbxSandbox(BaseSandbox):
             if (block["type"] == "local" and self.work_dir is not None and
                     not any(k in block for k in _ISOLATING_KEYS + ("share_dir",))):
                 self.work_dir = Path(os.path.abspath(str(self.work_dir)))
-                block["share_dir"] = str(self.work_dir)
                 self._host_paths = self._home_mode = True
+                self._owns_host = False  # a shared one, kept for the next sandbox
             for k in ("output_char_threshold", "truncate_head_chars", "truncate_tail_chars"):
                 block.setdefault(k, getattr(self, k))
             self._block = block
@@ -177,9 +193,8 @@ class SbxSandbox(BaseSandbox):
         if self.host is None:
             with self._lock:
                 if self.host is None:
-                    if self._host_paths:  # share_dir must exist before the backend starts
-                        Path(self.work_dir).mkdir(parents=True, exist_ok=True)
-                    self.host = Host({"sandbox_config": self._block})
+                    self.host = (_shared_host(self._block) if self._host_paths else
+                                 Host({"sandbox_config": self._block}))
         return self.host
 
     def _ensure(self) -> str:
@@ -201,7 +216,11 @@ class SbxSandbox(BaseSandbox):
                 except (BadId, SandboxNotFound):
                     pass  # a name, not a live sandbox (LocalSandbox ids are labels)
             if sid is None:
-                sid = h.create(self.data_source, env=dict(self.envs or {}))
+                share = None
+                if self._host_paths:  # share_dir must exist before the create
+                    Path(self.work_dir).mkdir(parents=True, exist_ok=True)
+                    share = str(self.work_dir)
+                sid = h.create(self.data_source, env=dict(self.envs or {}), share_dir=share)
                 self._owns = True
                 self.sandbox_id = sid
                 self._finalizer = weakref.finalize(self, _destroy, h, sid, self._owns_host)
