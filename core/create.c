@@ -274,7 +274,9 @@ int sbx_create(sbx_host *host, const sbx_create_opts *opts, char id[SBX_ID_MAX],
 		return sbx__set_error(err, SBX_E_INVAL, "create: NULL host or id buffer");
 	id[0] = '\0';
 	sbx_create_opts o;
-	int rc = sbx__struct_in(opts, &o, sizeof(o), sizeof(o), "create: options", err);
+	/* A caller built against older headers passes a shorter struct: what it lacks is 0. */
+	int rc = sbx__struct_in(opts, &o, sizeof(o), SBX__SIZE_1_0(sbx_create_opts, wait_seconds),
+				"create: options", err);
 	creation c = {.host = host, .opts = opts ? &o : NULL};
 	sbx__route r;
 	if (rc == SBX_OK)

@@ -618,6 +618,21 @@ Test(host, option_structs_from_older_and_newer_minors)
 	cr_assert_str_eq(r->stdout_text, "hi\n");
 	cr_assert_null(r->job_id);
 	sbx_exec_result_free(r);
+	/* A 1.0 create options struct ends before wait_seconds, a 1.3 one before share_dir:
+	 * both create, and what lies past them is never read. */
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	co.share_dir = "relative"; /* refused, were it read */
+	const size_t older[] = {offsetof(sbx_create_opts, wait_seconds),
+				offsetof(sbx_create_opts, share_dir)};
+	for (size_t i = 0; i < 2; i++) {
+		char cid[SBX_ID_MAX];
+		co.struct_size = (uint32_t)older[i];
+		cr_assert_eq(sbx_create(h, &co, cid, &err), SBX_OK, "%zu: %s", older[i],
+			     err.message);
+		cr_assert_eq(sbx_destroy(h, cid, &err), SBX_OK, "%s", err.message);
+	}
 	/* Smaller than 1.0: refused. */
 	eo.struct_size = (uint32_t)offsetof(sbx_exec_opts, user);
 	cr_assert_eq(sbx_exec(h, id, &eo, &r, &err), SBX_E_INVAL);
