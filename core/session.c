@@ -364,7 +364,9 @@ int sbx_session_start(sbx_host *host, const char *user_id, const char *session_i
 	sbx_create_opts o;
 	int rc = check_key(user_id, session_id, "start", err);
 	if (rc == SBX_OK)
-		rc = sbx__struct_in(opts, &o, sizeof(o), sizeof(o), "session: start: options", err);
+		rc = sbx__struct_in(opts, &o, sizeof(o),
+				    SBX__SIZE_1_0(sbx_create_opts, wait_seconds),
+				    "session: start: options", err);
 	if (rc == SBX_OK && n_assets && !assets)
 		rc = sbx__set_error(err, SBX_E_INVAL, "session: start: NULL assets");
 	starting s = {.host = host,

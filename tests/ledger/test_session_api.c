@@ -2,6 +2,7 @@
  * sessions table's insert and replace lose cleanly to a concurrent writer, and the host API
  * against the `ok` fixture plugin (no pause op) reports each outcome and error exactly. */
 #include <criterion/criterion.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,5 +207,24 @@ Test(session_api, a_new_host_recreates_when_the_backend_forgot_the_sandbox)
 	/* A new sandbox of ok's (its counter goes on: the plugin stays mapped between hosts). */
 	cr_assert_eq(strncmp(id, "ok:ok-", 6), 0, "%s", id);
 	cr_assert_str_neq(id, "ok:lost-1");
+	sbx_host_free(h);
+}
+
+/* Options from a caller built against 1.0 headers (they end before wait_seconds) start a
+ * session; what lies past them is never read. */
+Test(session_api, start_takes_options_from_older_headers)
+{
+	sbx_host *h = ok_host("okolder");
+	sbx_create_opts co;
+	memset(&co, 0, sizeof(co));
+	SBX_INIT_HEADER(co);
+	co.struct_size = (uint32_t)offsetof(sbx_create_opts, wait_seconds);
+	co.share_dir = "relative"; /* refused, were it read */
+	char id[SBX_ID_MAX];
+	uint32_t how = 99;
+	sbx_error err = {0};
+	cr_assert_eq(sbx_session_start(h, "u", "s", &co, NULL, 0, id, &how, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(how, SBX_SESSION_CREATED);
 	sbx_host_free(h);
 }
