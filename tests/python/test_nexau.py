@@ -1,10 +1,11 @@
 """SbxSandbox against NexAU's contract: built the way NexAU builds its sandboxes (keyword
 dataclass fields), results and messages as NexAU's LocalSandbox reports them."""
 import dataclasses
+import itertools
 import os
 import tempfile
 import unittest
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from sbx.adapters.nexau import SandboxFileError, SandboxStatus, SbxSandbox
 
@@ -31,6 +32,28 @@ class ConstructionTest(unittest.TestCase):
         names = [f.name for f in dataclasses.fields(SbxSandbox) if f.init]
         self.assertEqual(names[:6], ["sandbox_id", "envs", "work_dir", "output_char_threshold",
                                      "truncate_head_chars", "truncate_tail_chars"])
+
+
+class JoinPathTest(unittest.TestCase):
+    def test_join_path_is_nexaus_pathlib_join(self):
+        """join_path takes a shortcut for plain POSIX paths: it must give exactly what
+        NexAU's pathlib join gives, for every base and part built from awkward pieces."""
+        def pathlib_join(base, *parts):
+            drive = len(base) > 2 and base[0].isalpha() and base[1] == ":" and base[2] in "\\/"
+            p = PureWindowsPath(base) if drive or "\\" in base else PurePosixPath(base)
+            for x in parts:
+                p = p / x
+            return str(p)
+        sb = SbxSandbox(work_dir=tempfile.gettempdir())
+        pieces = ["/", ".", "a", "..", "\\", ".h", "C:"]
+        tails = [("a",), (".",), ("..",), (".h",), ("a/b",), ("/abs",), ("a/",), ("b", "c"),
+                 ("a", "."), ("\\w",)]
+        for n in range(1, 5):
+            for combo in itertools.product(pieces, repeat=n):
+                base = "".join(combo)
+                for parts in tails:
+                    self.assertEqual(sb.join_path(base, *parts), pathlib_join(base, *parts),
+                                     (base, parts))
 
 
 class SharedHostTest(unittest.TestCase):

@@ -138,8 +138,17 @@ def _splice(raw: bytes, text: str, encoding: str, start: int, old: str, new: str
     return (text[:start] + new + text[start + len(old):]).encode(encoding)
 
 
+# An absolute POSIX path that PurePosixPath keeps as it is (no empty or "." component, at most
+# a trailing slash), and a part it appends as it is (one plain name).
+_PLAIN_BASE = re.compile(r"/(?:(?!\.?/)[^/\\]+/)*(?:(?!\.?/?\Z)[^/\\]+/?)?\Z")
+_PLAIN_PART = re.compile(r"(?!\.\Z)[^/\\]+\Z")
+
+
 def _host_join(base: str, *parts: str) -> str:
     """NexAU's join_path: Windows rules for a drive or backslash base, else POSIX."""
+    if _PLAIN_BASE.match(base) and all(_PLAIN_PART.match(x) for x in parts):
+        # What PurePosixPath gives here, without building one (every command joins twice).
+        return base.rstrip("/") + "/" + "/".join(parts)
     if re.match(r"^[A-Za-z]:[\\/]", base) or "\\" in base:
         wp = PureWindowsPath(base)
         for x in parts:
@@ -172,6 +181,8 @@ class SbxSandbox(BaseSandbox):
         self._host_paths = False  # LocalSandbox mode (module doc)
         self._home_mode = False  # work_dir is the backend's own home: paths go relative
         self._tmp: Optional[str] = None
+        self._work_seen: Any = None  # the work_dir that _work_str was made from
+        self._work_str = ""
         self._lock = threading.RLock()
         self._finalizer = None
         self._block = None
@@ -371,20 +382,31 @@ class SbxSandbox(BaseSandbox):
     def scriptify_heredoc(self, command: str, script_dir: Optional[str] = None) -> str:
         return self.prepare_shell_command(command, script_dir)
 
+    def _work(self) -> str:
+        """work_dir as a normalised string, remade only when work_dir is another object
+        (every command and file call asks, and str() of a Path is not free)."""
+        w = self.work_dir
+        if w is not self._work_seen:
+            self._work_str = posixpath.normpath(str(w)) if w is not None else "."
+            self._work_seen = w
+        return self._work_str
+
     def _abs(self, path: Union[str, Path]) -> str:
         p = str(path)
         if posixpath.isabs(p):
             return posixpath.normpath(p)
-        base = str(self.work_dir) if self.work_dir is not None else "."
-        return posixpath.normpath(posixpath.join(base, p))
+        if p in (".", ""):
+            return self._work()
+        return posixpath.normpath(posixpath.join(self._work(), p))
 
     def _beneath_work(self, a: str) -> Optional[str]:
         """`a` relative to work_dir ("." for itself), or None when it is outside."""
-        w = posixpath.normpath(str(self.work_dir))
+        w = self._work()
         if a == w:
             return "."
-        if a.startswith(w.rstrip("/") + "/"):
-            return a[len(w.rstrip("/")) + 1:]
+        w = w.rstrip("/")
+        if a.startswith(w + "/"):
+            return a[len(w) + 1:]
         return None
 
     def _route(self, path: Union[str, Path]) -> Tuple[Any, str]:
