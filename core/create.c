@@ -234,7 +234,7 @@ static int check_share_dir(const char *dir, const sbx__route *r, sbx_error *err)
 				      "create: share_dir '%.300s' must be an existing folder given "
 				      "by its absolute path (at most 1023 bytes)",
 				      dir);
-	if (!(r->slot->desc->flags & SBX_PLUGIN_SHARE_DIR))
+	if (!sbx__plugin_flag(r, SBX_PLUGIN_SHARE_DIR, 4))
 		return sbx__set_error(err, SBX_E_UNSUPPORTED,
 				      "%s: create: share_dir: this backend cannot share a host "
 				      "folder with a sandbox",

@@ -92,13 +92,6 @@ static const char redirect_script[] =
     "if command -v bash >/dev/null 2>&1; then exec bash -c \"$1\"; fi\n"
     "exec sh -c \"$1\"\n";
 
-/* 1 when the plugin opens the redirection files itself. */
-static int redirects_itself(const sbx__route *r)
-{
-	const sbx_plugin_desc *d = r->slot->desc;
-	return d->abi_minor >= 3 && (d->flags & SBX_PLUGIN_REDIRECT);
-}
-
 /* o's command under the wrapper, with the call's nonce; NULL when out of memory. */
 static const char **redirect_argv(const sbx_exec_opts *o, const char *nonce)
 {
@@ -186,7 +179,7 @@ int sbx_exec(sbx_host *host, const char *id, const sbx_exec_opts *opts, sbx_exec
 	make_request(&o, pol, &req);
 	const char **wrapped = NULL;
 	char nonce[17];
-	if ((o.stdout_path || o.stderr_path) && !redirects_itself(&r)) {
+	if ((o.stdout_path || o.stderr_path) && !sbx__plugin_flag(&r, SBX_PLUGIN_REDIRECT, 3)) {
 		int e = sbx__random_hex(nonce, 8);
 		if (e)
 			rc =

@@ -89,6 +89,14 @@ typedef struct sbx__route {
 	char alias[SBX__ALIAS_MAX];
 } sbx__route;
 
+/* 1 when the route's plugin sets descriptor flag `flag`, which ABI 1.`since` defined: a
+ * plugin built against older headers set that bit by accident, if at all. */
+static inline int sbx__plugin_flag(const sbx__route *r, uint32_t flag, uint16_t since)
+{
+	const sbx_plugin_desc *d = r->slot->desc;
+	return d->abi_minor >= since && (d->flags & flag);
+}
+
 /* ---- host_ledger.c */
 /* The host's ledger ($state_dir/ledger.db), opened on first use. Thread-safe. */
 int sbx__host_ledger(sbx_host *h, sbx__ledger **out, sbx_error *err);
