@@ -802,23 +802,20 @@ static void drain(const sbx_exec_request *req, run *r, int ms, int *out_rc)
  * (fchdir) and `--cwd /` or `../../..` are refused. In namespaces an absolute cwd outside the
  * work dir names a folder of the sandbox's own root, entered by path after joining its mount
  * namespace (a descriptor from the host's would lead back out of it). */
-static int resolve_cwd(local_state *st, const char *id, const char *work,
+static int resolve_cwd(local_state *st, const char *id, const char *work, const char *share,
 		       const sbx_exec_request *req, char *buf, size_t cap, int *fd, sbx_error *err)
 {
 	const sbx_host_api *h = sbxs_host;
 	const char *c = req->cwd;
 	*fd = -1;
-	int inside = c && c[0] == '/' && local_under_work(c, work);
+	int inside =
+	    c && c[0] == '/' && (local_under(c, work) || (share[0] && local_under(c, share)));
 	int n;
-	if ((!c || !c[0]) && st->iso.level != LOCAL_ISO_NAMESPACES) {
+	if (!c || !c[0]) {
 		/* A work dir that links to a shared host folder is named by that folder's path,
 		 * as the command's pwd and $PWD show it. */
-		ssize_t l = readlink(work, buf, cap - 1);
-		n = l > 0 && buf[0] == '/' ? (int)l : snprintf(buf, cap, "%s", work);
-		if (l > 0 && buf[0] == '/')
-			buf[l] = '\0';
-	} else if (!c || !c[0]) {
-		n = snprintf(buf, cap, "%s", work);
+		n = snprintf(buf, cap, "%s",
+			     share[0] && st->iso.level != LOCAL_ISO_NAMESPACES ? share : work);
 	} else if (c[0] == '/' && !inside && st->iso.level == LOCAL_ISO_NAMESPACES) {
 		n = snprintf(buf, cap, "%s", c);
 	} else {
@@ -887,13 +884,20 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	int report_r = -1, rc = local_path(st, id, "work", work, sizeof(work), err);
 	if (rc != SBX_OK)
 		return rc;
+	/* lstat: only a work dir that links to a shared folder pays for following it. */
 	struct stat sb;
-	if (stat(work, &sb) != 0)
+	char share[1100] = "";
+	int found = lstat(work, &sb) == 0;
+	if (found && S_ISLNK(sb.st_mode)) {
+		local_work_link(work, share, sizeof(share));
+		found = stat(work, &sb) == 0;
+	}
+	if (!found)
 		return h->set_error(err, SBX_E_NOT_FOUND, "local: exec: sandbox %s not found", id);
 	if (local_cg_frozen(st, id) == 1)
 		return h->set_error(err, SBX_E_PAUSED,
 				    "local: exec: sandbox %s is paused; resume it first", id);
-	rc = resolve_cwd(st, id, work, req, cwd, sizeof(cwd), &p.cwd_fd, err);
+	rc = resolve_cwd(st, id, work, share, req, cwd, sizeof(cwd), &p.cwd_fd, err);
 	if (rc != SBX_OK)
 		return rc;
 	/* Tags the command's processes for a timeout: at the plain level a root command can

@@ -213,6 +213,18 @@ size_t local_under(const char *path, const char *dir)
 	return n;
 }
 
+size_t local_work_link(const char *work, char *buf, size_t cap)
+{
+	ssize_t len = cap ? readlink(work, buf, cap - 1) : -1;
+	if (len <= 1 || buf[0] != '/') {
+		if (cap)
+			buf[0] = '\0';
+		return 0;
+	}
+	buf[len] = '\0';
+	return (size_t)len;
+}
+
 size_t local_under_work(const char *path, const char *work)
 {
 	size_t n = local_under(path, work);
@@ -220,11 +232,7 @@ size_t local_under_work(const char *path, const char *work)
 		return n;
 	/* Only a path outside the work dir's own name pays for the readlink. */
 	char target[1100];
-	ssize_t len = readlink(work, target, sizeof(target) - 1);
-	if (len <= 1 || target[0] != '/')
-		return 0;
-	target[len] = '\0';
-	return local_under(path, target);
+	return local_work_link(work, target, sizeof(target)) ? local_under(path, target) : 0;
 }
 
 /* Opens the sandbox work dir and turns `path` into a path relative to it. */

@@ -26,6 +26,9 @@ size_t local_under(const char *path, const char *dir);
 /* The same for the sandbox's work dir `work`, which a path may also name by the host folder
  * it links to (share_dir). */
 size_t local_under_work(const char *path, const char *work);
+/* The host folder the work dir `work` links to (share_dir) into buf, NUL-terminated, and its
+ * length; 0 (buf "") when work is a folder of its own. */
+size_t local_work_link(const char *work, char *buf, size_t cap);
 /* Opens `path` (absolute in the work dir or relative to it) as a folder beneath the work dir
  * for an exec's cwd: *fd is an O_PATH descriptor. SBX_E_PATH when it leads outside. */
 int local_open_dir(local_state *st, const char *id, const char *path, int *fd, sbx_error *err);

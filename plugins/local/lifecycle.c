@@ -61,22 +61,16 @@ int local_create(void *state, const sbx_create_spec *spec, char *id_buf, size_t 
 	if (n < 0 || (size_t)n >= sizeof(staging))
 		return sbxs_host->set_error(err, SBX_E_INVAL, "local: sandbox path too long");
 	snprintf(work, sizeof(work), "%s/work", staging);
-	/* With share_dir (this sandbox's, else the config's) the work dir is a link to that
-	 * folder: commands and file ops see the host's files there, the link is how another
-	 * process finds the folder, and destroy removes the link, never what it points to. */
+	/* With share_dir (this sandbox's, checked by the host, else the config's, checked by
+	 * init) the work dir is a link to that folder: commands and file ops see the host's
+	 * files there, the link is how another process finds the folder, and destroy removes
+	 * the link, never what it points to. */
 	int own = spec && SBX_HAS(spec, sbx_create_spec, share_dir) && spec->share_dir;
 	const char *share = own ? spec->share_dir : st->share_dir;
 	if (own && st->iso.level == LOCAL_ISO_NAMESPACES) {
 		rc = sbxs_host->set_error(err, SBX_E_UNSUPPORTED,
 					  "local: create: share_dir is for the plain level: at "
 					  "isolation: namespaces a sandbox sees a tree of its own");
-		goto fail;
-	}
-	if (share[0] && (share[0] != '/' || strlen(share) >= sizeof(st->share_dir))) {
-		rc = sbxs_host->set_error(err, SBX_E_INVAL,
-					  "local: create: share_dir '%.300s' must be an absolute "
-					  "path of at most %zu bytes",
-					  share, sizeof(st->share_dir) - 1);
 		goto fail;
 	}
 	if (mkdir(staging, 0700) != 0 ||
