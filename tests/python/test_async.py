@@ -207,11 +207,11 @@ class CancelTest(unittest.TestCase):
                 task = asyncio.ensure_future(h.exec(sid, f"exec -a {marker} sleep 60"))
                 await _until(lambda: alive(marker))
                 self.assertTrue(alive(marker))
-                worker = next(iter(h._inflight.values()))
+                running = next(iter(h._inflight.values()))  # whether the call is on its worker
                 task.cancel()
                 with self.assertRaises(asyncio.CancelledError):
                     await task
-                took = await _until(lambda: worker.done() and not alive(marker))
+                took = await _until(lambda: not running() and not alive(marker))
                 self.assertEqual(alive(marker), [])
                 self.assertLess(took, 10.0)  # sanity bound; ~0.2 s measured
                 # the one worker is free again: the next call runs at once
@@ -227,12 +227,12 @@ class CancelTest(unittest.TestCase):
                 sid = await h.create()
                 task = asyncio.ensure_future(h.exec(sid, f"exec -a {marker} sleep 60"))
                 await asyncio.sleep(0)  # the call is on its worker, the command not yet up
-                worker = next(iter(h._inflight.values()))
+                running = next(iter(h._inflight.values()))
                 task.cancel()
                 with self.assertRaises(asyncio.CancelledError):
                     await task
-                await _until(worker.done, 40.0)
-                self.assertTrue(worker.done())  # well before the command's 60 s
+                await _until(lambda: not running(), 40.0)
+                self.assertFalse(running())  # the call returned well before the command's 60 s
                 self.assertEqual(alive(marker), [])
                 await h.destroy(sid)
         asyncio.run(main())
@@ -253,6 +253,41 @@ class CancelTest(unittest.TestCase):
             for r in runs:
                 self.assertEqual((await r).signal, 9)
         asyncio.run(main())
+
+
+class CancelTokenTest(unittest.TestCase):
+    def test_each_exec_carries_a_token_of_its_own_and_a_given_one_wins(self):
+        async def main():
+            async with sbx.AsyncHost(LOCAL) as h:
+                sid = await h.create()
+                got = [(await h.exec(sid, 'printf %s "$SBX_CANCEL_TOKEN"')).stdout
+                       for _ in range(3)]
+                self.assertEqual(len(set(got)), 3)
+                for tok in got:
+                    self.assertRegex(tok, r"^[0-9a-f]{16}-[0-9a-f]+$")
+                # A token in env is replaced by the one cancel() will look for.
+                r = await h.exec(sid, 'printf %s "$SBX_CANCEL_TOKEN"', cancel_token="mine-1234",
+                                 env={"SBX_CANCEL_TOKEN": "theirs-99", "A": "1"})
+                self.assertEqual(r.stdout, "mine-1234")
+                r = await h.exec(sid, 'printf %s "$A"', env={"A": "b c"})
+                self.assertEqual(r.stdout, "b c")
+                await h.destroy(sid)
+        asyncio.run(main())
+
+    def test_a_forked_child_draws_tokens_apart_from_its_parent(self):
+        from sbx.host import _new_token
+        mine = _new_token()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(w, _new_token().encode())
+            os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        child = os.read(r, 100).decode()
+        os.close(r)
+        self.assertNotEqual(child.split("-")[0], mine.split("-")[0])
+        self.assertNotEqual(child, _new_token())
 
 
 class ContextManagerTest(unittest.TestCase):

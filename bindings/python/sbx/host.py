@@ -7,6 +7,7 @@ only as many threads as calls actually in flight.
 import asyncio
 import concurrent.futures
 import ctypes
+import itertools
 import json
 import os
 import re
@@ -23,9 +24,11 @@ from .jobs import AsyncJob, Job, JobStatus, list_jobs
 def _b(s):
     """A C string for libsbx. A NUL byte would end it early and silently cut what follows
     (read_file("a.txt\\0../..") read a.txt, exec("echo hi\\0; ...") ran echo hi): ValueError."""
-    if s is None:
+    if type(s) is str:  # the common case first: every call passes a few
+        b = s.encode("utf-8", "surrogateescape")
+    elif s is None:
         return None
-    if isinstance(s, bytes):
+    elif isinstance(s, bytes):
         b = s
     elif isinstance(s, os.PathLike):
         b = os.fsencode(s)
@@ -56,9 +59,38 @@ def _data(data):
                         % type(data).__name__) from None
 
 
-def _kv_array(pairs: Optional[Mapping[str, str]], env: bool = True):
-    items = list((pairs or {}).items())
-    arr = (_lib.KV * max(1, len(items)))()
+# Each struct's size/version header, as the positional arguments that start its constructor.
+_HEADER_OF = {cls: (ctypes.sizeof(cls), _lib.ABI_MAJOR, _lib.ABI_MINOR)
+              for cls in (_lib.CreateOpts, _lib.ExecOpts, _lib.Call)}
+
+
+class _Tokens:
+    """Cancel tokens for AsyncHost.exec: a random prefix for this process and a counter, so
+    a token costs no system call; a forked child draws a prefix of its own."""
+
+    def __init__(self):
+        self._renew()
+        os.register_at_fork(after_in_child=self._renew)
+
+    def _renew(self):
+        self._prefix = os.urandom(8).hex() + "-"
+        self._next = itertools.count(1).__next__
+
+    def __call__(self) -> str:
+        return "%s%x" % (self._prefix, self._next())
+
+
+_new_token = _Tokens()
+
+
+def _kv_array(pairs, env: bool = True, extra: Optional[Tuple[bytes, bytes]] = None):
+    """(sbx_kv array, count) for a mapping, `extra` (a checked pair) appended; (None, 0)
+    when there is nothing, as libsbx takes a NULL array of none."""
+    items = list(pairs.items()) if pairs else []
+    n = len(items) + (extra is not None)
+    if not n:
+        return None, 0
+    arr = (_lib.KV * n)()
     for i, (k, v) in enumerate(items):
         key = _b(k)
         if not key and not env:
@@ -69,7 +101,9 @@ def _kv_array(pairs: Optional[Mapping[str, str]], env: bool = True):
                              % (k,))
         arr[i].key = key
         arr[i].value = _b(v)
-    return arr, len(items)
+    if extra is not None:
+        arr[n - 1].key, arr[n - 1].value = extra
+    return arr, n
 
 
 @dataclass
@@ -133,44 +167,57 @@ class Session:
 
 def _create_opts(data_source, image, labels, env, ttl, wait,
                  share_dir=None) -> _lib.CreateOpts:
-    """sbx_create_opts; the struct keeps the arrays and strings it points to alive."""
-    opts = _lib.init_header(_lib.CreateOpts())
-    opts.data_source = _b(data_source)
-    opts.image = _b(image)
-    la, nl = _kv_array(labels, env=False)
-    ea, ne = _kv_array(env)
-    opts.labels, opts.n_labels = la, nl
-    opts.env, opts.n_env = ea, ne
-    opts.ttl_seconds = int(ttl)
-    opts.wait_seconds = float(wait)
-    opts.share_dir = _b(None if share_dir is None else os.fspath(share_dir))
+    """sbx_create_opts; the struct keeps the arrays and strings it points to alive. A field
+    left at its default is not set (every create builds one: each set costs)."""
+    opts = _lib.CreateOpts(*_HEADER_OF[_lib.CreateOpts])
+    if data_source is not None:
+        opts.data_source = _b(data_source)
+    if image is not None:
+        opts.image = _b(image)
+    if labels:
+        opts.labels, opts.n_labels = _kv_array(labels, env=False)
+    if env:
+        opts.env, opts.n_env = _kv_array(env)
+    if ttl:
+        opts.ttl_seconds = int(ttl)
+    if wait:
+        opts.wait_seconds = float(wait)
+    if share_dir is not None:
+        opts.share_dir = _b(os.fspath(share_dir))
     return opts
 
 
 def _exec_opts(command, cwd, env, timeout, stdin, user, cancel_token,
                background, stdout_path=None, stderr_path=None) -> _lib.ExecOpts:
-    """sbx_exec_opts; the struct keeps the arrays and strings it points to alive."""
-    if cancel_token is not None:
-        env = dict(env or {})
-        env[CANCEL_ENV] = cancel_token
-    opts = _lib.init_header(_lib.ExecOpts())
-    if isinstance(command, (str, bytes)):
+    """sbx_exec_opts; the struct keeps the arrays and strings it points to alive. As in
+    _create_opts, a field left at its default is not set."""
+    opts = _lib.ExecOpts(*_HEADER_OF[_lib.ExecOpts])
+    if type(command) is str or isinstance(command, (str, bytes)):
         opts.shell = _b(command)
     else:
         opts.argv = (ctypes.c_char_p * (len(command) + 1))(*[_b(a) for a in command], None)
-    opts.cwd = _b(cwd)
-    ea, ne = _kv_array(env)
-    opts.env, opts.n_env = ea, ne
+    if cwd is not None:
+        opts.cwd = _b(cwd)
+    if cancel_token is not None:
+        if env and CANCEL_ENV in env:  # the token given here is the one cancel() looks for
+            env = {k: v for k, v in env.items() if k != CANCEL_ENV}
+        opts.env, opts.n_env = _kv_array(env, extra=(_CANCEL_KEY, _b(cancel_token)))
+    elif env:
+        opts.env, opts.n_env = _kv_array(env)
     if stdin is not None:
         data = stdin if isinstance(stdin, bytes) else _b(stdin)
         opts.has_stdin = 1
         opts.stdin_data = data
         opts.stdin_len = len(data)
     opts.timeout = -1.0 if timeout is None else float(timeout)
-    opts.user = _b(user)
-    opts.background = 1 if background else 0
-    opts.stdout_path = _b(stdout_path)
-    opts.stderr_path = _b(stderr_path)
+    if user is not None:
+        opts.user = _b(user)
+    if background:
+        opts.background = 1
+    if stdout_path is not None:
+        opts.stdout_path = _b(stdout_path)
+    if stderr_path is not None:
+        opts.stderr_path = _b(stderr_path)
     return opts
 
 
@@ -412,6 +459,7 @@ class Host:
 
 
 CANCEL_ENV = "SBX_CANCEL_TOKEN"
+_CANCEL_KEY = CANCEL_ENV.encode()
 KILL_RETRY_S = 60.0  # how long a cancelled command is hunted for before giving up
 _TOKEN_OK = re.compile(r"[A-Za-z0-9_-]{8,64}")
 # $1 is NAME=token. One grep lists every process whose environment holds it (the killer's
@@ -557,6 +605,8 @@ class _Queue:
         self._tag = 0
         self._buf = (_lib.Completion * self.BATCH)()
         _lib.init_header(self._buf[0])
+        self._n = ctypes.c_size_t()
+        self._err = _lib.Error()
         host._queues.append(self)
 
     def usable(self, loop) -> bool:
@@ -574,33 +624,41 @@ class _Queue:
 
     def submit(self, op: int, convert, *, sandbox_id=None, create=None, exec_opts=None,
                path=None, data=None, mode=0) -> "asyncio.Future":
-        self._tag += 1
-        call = _lib.init_header(_lib.Call())
-        call.op = op
-        call.tag = self._tag
-        call.id = _b(sandbox_id)
+        self._tag = tag = self._tag + 1
+        call = _lib.Call(*_HEADER_OF[_lib.Call], op, 0, tag)
+        if sandbox_id is not None:
+            call.id = _b(sandbox_id)
         if create is not None:
             call.create = ctypes.pointer(create)
         if exec_opts is not None:
             call.exec = ctypes.pointer(exec_opts)
-        call.path = _b(path)
+        if path is not None:
+            call.path = _b(path)
         if data is not None:
             call.data = data
             call.len = len(data)
         call.mode = mode
-        self._host._call(self._L.sbx_queue_submit, self._q, ctypes.byref(call))
+        # Only the loop's thread submits and takes: one error struct serves every call.
+        if self._L.sbx_queue_submit(self._q, ctypes.byref(call), self._err):
+            raise from_status(self._err.code, self._err.message.decode("utf-8", "replace"))
         fut = self._loop.create_future()
-        self._calls[self._tag] = (fut, call, convert)
+        self._calls[tag] = (fut, call, convert)
         return fut
 
+    def running(self, tag: int) -> bool:
+        """Whether the call `tag` has not completed yet (its future may be cancelled)."""
+        return tag in self._calls
+
     def _ready(self):
-        n = ctypes.c_size_t()
+        n = self._n
         while True:
-            self._host._call(self._L.sbx_queue_take, self._q, self._buf, self.BATCH,
-                             ctypes.byref(n))
-            for i in range(n.value):
+            if self._L.sbx_queue_take(self._q, self._buf, self.BATCH, ctypes.byref(n),
+                                      self._err):
+                raise from_status(self._err.code, self._err.message.decode("utf-8", "replace"))
+            k = n.value
+            for i in range(k):
                 self._settle(self._buf[i])
-            if n.value < self.BATCH:
+            if k < self.BATCH:
                 return
 
     def _settle(self, c: _lib.Completion):
@@ -699,7 +757,7 @@ class AsyncHost:
                                               cancel_token=cancel_token,
                                               stdout_path=stdout_path,
                                               stderr_path=stderr_path)
-        token = cancel_token or os.urandom(12).hex()
+        token = cancel_token or _new_token()
         q = self._queued()
         if q is None:
             fut = asyncio.get_running_loop().run_in_executor(
@@ -708,33 +766,39 @@ class AsyncHost:
                                                    cancel_token=token,
                                                    stdout_path=stdout_path,
                                                    stderr_path=stderr_path))
+            # Shielded: a cancelled await leaves the call's own future to tell when it ends.
+            running, waited = (lambda: not fut.done()), asyncio.shield(fut)
         else:
             opts = _exec_opts(command, cwd, env, timeout, stdin, user, token, False,
                               stdout_path, stderr_path)
             fut = q.submit(_lib.CALL_EXEC, _executed, sandbox_id=sandbox_id, exec_opts=opts)
+            # The queue knows when the call ends, so the await needs no shield (one turn of
+            # the loop fewer per exec).
+            tag = q._tag
+            running, waited = (lambda: q.running(tag)), fut
         key = (sandbox_id, token)
-        self._inflight[key] = fut
+        self._inflight[key] = running
         try:
-            return await asyncio.shield(fut)
+            return await waited
         except asyncio.CancelledError:
-            self._kill_soon(sandbox_id, token, fut)
+            self._kill_soon(sandbox_id, token, running)
             raise
         finally:
             self._inflight.pop(key, None)
 
-    def _kill_soon(self, sandbox_id: str, token: str, fut) -> threading.Thread:
+    def _kill_soon(self, sandbox_id: str, token: str, running) -> threading.Thread:
         """Kills the command on a thread of its own (the pool may be full of running
-        commands, the kill must not queue behind them), again and again until its call has
-        returned: a cancel that comes before the command has started finds nothing to kill
-        the first time."""
+        commands, the kill must not queue behind them), again and again while `running()`
+        says its call has not returned: a cancel that comes before the command has started
+        finds nothing to kill the first time."""
         def kill():
             pause, deadline = 0.02, time.monotonic() + KILL_RETRY_S
-            while not fut.done() and time.monotonic() < deadline:
+            while running() and time.monotonic() < deadline:
                 try:
                     self.host.cancel(sandbox_id, token)
                 except Exception:  # a gone sandbox has nothing left to kill
                     return
-                if not fut.done():
+                if running():
                     time.sleep(pause)
                     pause = min(pause * 2, 0.5)
         t = threading.Thread(target=kill, name="sbx-cancel", daemon=True)
@@ -811,8 +875,8 @@ class AsyncHost:
     async def aclose(self) -> None:
         """Kills the commands still running, then waits for their workers and frees the host:
         it never waits on a command longer than killing it takes."""
-        kills = [self._kill_soon(sid, tok, fut)
-                 for (sid, tok), fut in list(self._inflight.items())]
+        kills = [self._kill_soon(sid, tok, running)
+                 for (sid, tok), running in list(self._inflight.items())]
         loop = asyncio.get_running_loop()
         for t in kills:
             await loop.run_in_executor(None, t.join)
