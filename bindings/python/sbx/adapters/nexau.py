@@ -91,7 +91,12 @@ def _shared_host(block: Dict[str, Any]) -> Host:
     """The Host of this process for a sandbox_config block. LocalSandbox-mode sandboxes each
     name their folder at create, so one Host (one plugin state, one ledger handle) serves
     them all; a forked child makes its own."""
-    key = (os.getpid(), json.dumps(block, sort_keys=True, default=str))
+    try:  # flat blocks (the usual ones) key by their items, cheaper than JSON per sandbox
+        spec: Any = tuple(sorted(block.items()))
+        hash(spec)
+    except TypeError:  # a nested value (a dict, a list)
+        spec = json.dumps(block, sort_keys=True, default=str)
+    key = (os.getpid(), spec)
     with _SHARED_LOCK:
         h = _SHARED_HOSTS.get(key)
         if h is None:
@@ -186,6 +191,7 @@ class SbxSandbox(BaseSandbox):
         self._lock = threading.RLock()
         self._finalizer = None
         self._block = None
+        self._jobs_started = False  # whether _sweep_jobs has folders to look for
         if host is None:
             block = dict(self.sandbox_config or {"type": "local"})
             block.setdefault("type", "local")
@@ -229,8 +235,13 @@ class SbxSandbox(BaseSandbox):
             if sid is None:
                 share = None
                 if self._host_paths:  # share_dir must exist before the create
-                    Path(self.work_dir).mkdir(parents=True, exist_ok=True)
                     share = str(self.work_dir)
+                    try:
+                        os.mkdir(share)
+                    except FileExistsError:
+                        pass
+                    except FileNotFoundError:
+                        os.makedirs(share, exist_ok=True)
                 sid = h.create(self.data_source, env=dict(self.envs or {}), share_dir=share)
                 self._owns = True
                 self.sandbox_id = sid
@@ -271,7 +282,8 @@ class SbxSandbox(BaseSandbox):
     def _sweep_jobs(self, force: bool = False) -> None:
         """In LocalSandbox mode the jobs' folders live in the user's work dir: a closing
         sandbox ends its tasks and leaves no `.sbx` behind there (kept if others use it)."""
-        if not (self._host_paths and self._sbx_id and (self._owns or force)):
+        if not (self._host_paths and self._sbx_id and (self._owns or force) and
+                self._jobs_started):
             return
         for pid in list(self._background_tasks):
             task = self._background_tasks[pid]
@@ -455,7 +467,8 @@ class SbxSandbox(BaseSandbox):
     # ---- commands ----------------------------------------------------------------------
 
     def _out_dir(self) -> str:
-        return self.join_path(self.get_bash_tool_results_base_path(), uuid.uuid4().hex[:8])
+        # Eight hex digits, as LocalSandbox's uuid4().hex[:8], without making a UUID.
+        return self.join_path(self.get_bash_tool_results_base_path(), os.urandom(4).hex())
 
     def _wrap(self, out_dir: str, command: str) -> str:
         """The wrapper for a command whose output goes to out_dir. In LocalSandbox mode the
@@ -476,10 +489,10 @@ class SbxSandbox(BaseSandbox):
 
     def _read_outputs(self, out_dir: str) -> Tuple[str, str]:
         got = []
+        files, p = self._route(out_dir)  # both files are where their folder is
         for name in ("stdout.txt", "stderr.txt"):
             try:
-                files, p = self._route(f"{out_dir}/{name}")
-                data = files.read(p)
+                data = files.read(posixpath.join(p, name))
             except (SbxError, OSError):
                 data = b""
             got.append(data.decode("utf-8", "replace"))
@@ -571,6 +584,7 @@ class SbxSandbox(BaseSandbox):
     # ---- background tasks: sbx jobs ------------------------------------------------------
 
     def _bg_start(self, sid, command, where, user, env, t0) -> CommandResult:
+        self._jobs_started = True
         out_dir = self._out_dir()
         wrap = self._wrap(out_dir, command)
         job = self._host().exec(sid, ["/bin/sh", "-c", wrap, "sbx-nexau", out_dir, command],
