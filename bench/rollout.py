@@ -61,6 +61,9 @@ def run_nexau(n, t, checkout, on_sbx=False):
         from sbx.adapters.nexau import SbxSandboxManager as LocalSandboxManager
 
     root = tempfile.mkdtemp(prefix="bench-nexau-", dir=os.environ.get("SBX_STATE_DIR"))
+    # NexAU's output folders (and the drop-in's) go to the temp dir: this run's own, removed
+    # with it, not the host's /tmp, where a folder per command piles up run after run.
+    tempfile.tempdir = root
 
     def task(i):
         work = os.path.join(root, f"task-{i}")
