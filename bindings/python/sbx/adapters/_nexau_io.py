@@ -65,10 +65,9 @@ class HostFiles:
     def read(self, path: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            size = os.fstat(fd).st_size
             chunks = []
             while True:
-                b = os.read(fd, max(size + 1, 65536))
+                b = os.read(fd, 1 << 20 if chunks else 65536)
                 if not b:
                     return b"".join(chunks)
                 chunks.append(b)
@@ -87,10 +86,15 @@ class HostFiles:
             os.chmod(path, mode & 0o7777)
 
     def mkdir(self, path: str, parents: bool = True) -> None:
-        if parents:
-            os.makedirs(path, exist_ok=True)
-        elif not os.path.isdir(path):
+        try:  # the usual case, a new folder in one that exists: one system call
             os.mkdir(path)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+        except (FileNotFoundError, NotADirectoryError):
+            if not parents:
+                raise
+            os.makedirs(path, exist_ok=True)  # an error names the part that is wrong
 
     def remove(self, path: str, recursive: bool = True) -> None:
         if os.path.isdir(path) and not os.path.islink(path):
