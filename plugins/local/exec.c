@@ -728,18 +728,18 @@ static void start_sink(run *r, const char *cg)
 	int n = snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
 	if (cg[0] && n > 0 && (size_t)n < sizeof(path))
 		procs = open(path, O_WRONLY | O_CLOEXEC);
+	/* The sink closes `ready` with everything else it does not keep: its end of file lets
+	 * fences go on (local_spawn_hold). */
+	int ready[2] = {-1, -1};
+	if (pipe2(ready, O_CLOEXEC) != 0)
+		ready[0] = ready[1] = -1;
+	local_spawn_hold();
 	pid_t pid = fork();
 	if (pid == 0) {
 		if (fork() != 0)
 			_exit(0);
 		reset_signals();
 		setsid();
-		if (procs >= 0) {
-			char buf[24];
-			size_t len = fmt_long(buf, (long)getpid());
-			ssize_t w = write(procs, buf, len);
-			(void)w;
-		}
 		/* It may outlive the host by far (a leftover writes for hours): it must not hold
 		 * the host's stdio, or whoever reads that (a terminal's pipe, a test runner)
 		 * waits for it. The pipes move above 2 first: one of them may be 0, 1 or 2. */
@@ -748,11 +748,22 @@ static void start_sink(run *r, const char *cg)
 			fds[0] = fcntl(r->out_r, F_DUPFD_CLOEXEC, 3);
 		if (r->err_r >= 0)
 			fds[1] = fcntl(r->err_r, F_DUPFD_CLOEXEC, 3);
+		if (procs >= 0 && procs < 3)
+			procs = fcntl(procs, F_DUPFD_CLOEXEC, 3);
 		int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
 		for (int k = 0; k < 3 && dn >= 0; k++)
 			dup2(dn, k);
-		int keep[] = {fds[0], fds[1]};
-		close_others(keep, 2);
+		/* Everything else goes before the cgroup is joined: a paused sandbox's frozen
+		 * cgroup would stop the sink there, and the host waits for `ready` to close. */
+		int keep[] = {fds[0], fds[1], procs};
+		close_others(keep, 3);
+		if (procs >= 0) {
+			char buf[24];
+			size_t len = fmt_long(buf, (long)getpid());
+			ssize_t w = write(procs, buf, len);
+			(void)w;
+			close(procs);
+		}
 		while (fds[0] >= 0 || fds[1] >= 0) {
 			struct pollfd pf[2] = {{.fd = fds[0], .events = POLLIN},
 					       {.fd = fds[1], .events = POLLIN}};
@@ -774,8 +785,19 @@ static void start_sink(run *r, const char *cg)
 		}
 		_exit(0);
 	}
+	if (ready[1] >= 0)
+		close(ready[1]);
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
+	for (ssize_t got = 1; pid > 0 && ready[0] >= 0 && got != 0;) {
+		char c;
+		got = read(ready[0], &c, 1);
+		if (got < 0 && errno != EINTR)
+			break;
+	}
+	local_spawn_let_go();
+	if (ready[0] >= 0)
+		close(ready[0]);
 	if (procs >= 0)
 		close(procs);
 }
@@ -984,7 +1006,10 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	child_report rep = {0, 0};
 	ssize_t got = 0;
 	p.rep = &rep;
+	int held = 0; /* local_spawn_hold, until the helper's report pipe says it closed the rest */
 	if (r.helper) {
+		local_spawn_hold();
+		held = 1;
 		r.child = fork();
 		if (r.child == 0) {
 			if (p.join && p.join->via_helper)
@@ -1027,12 +1052,17 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		if (r.child > 0 && rep.stage != 0)
 			got = (ssize_t)sizeof(rep);
 	}
-	if (r.child < 0)
+	if (r.child < 0) {
+		if (held)
+			local_spawn_let_go();
 		goto io;
+	}
 	close_child_ends(&p);
 	while (report_r >= 0 && (got = read(report_r, &rep, sizeof(rep))) < 0 && errno == EINTR)
 		;
 	close_fd(&report_r);
+	if (held)
+		local_spawn_let_go();
 	if (got == (ssize_t)sizeof(rep)) {
 		if (rep.stage == STAGE_EXEC) {
 			exec_failed(req, &rep, out);

@@ -18,7 +18,8 @@
  * other calls' pipe ends included (it closes them first thing, but a busy machine may not run
  * it for a while). Each spawn holds `spawning` for reading across the clone, which returns
  * once the child has execed (CLONE_VFORK); local_spawn_fence takes it for writing, so it
- * returns once no child is in that window. */
+ * returns once no child is in that window. A child made by fork() is held the same way, by
+ * its caller, until it reports that it has closed what it does not keep. */
 #include <errno.h>
 #include <linux/sched.h>
 #include <pthread.h>
@@ -114,6 +115,16 @@ static pthread_rwlock_t spawning = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZE
 void local_spawn_fence(void)
 {
 	pthread_rwlock_wrlock(&spawning);
+	pthread_rwlock_unlock(&spawning);
+}
+
+void local_spawn_hold(void)
+{
+	pthread_rwlock_rdlock(&spawning);
+}
+
+void local_spawn_let_go(void)
+{
 	pthread_rwlock_unlock(&spawning);
 }
 
