@@ -33,6 +33,12 @@ def init_header(s):
     return s
 
 
+def new(cls, *fields):
+    """A `cls` struct with its header set, then `fields` in order: what init_header(cls())
+    does, in the one constructor call (the hot paths build one per call)."""
+    return cls(ctypes.sizeof(cls), ABI_MAJOR, ABI_MINOR, *fields)
+
+
 class Error(ctypes.Structure):
     _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char * 512)]
 

@@ -81,3 +81,8 @@ _BY_NAME = {
 def from_status(status, message):
     name = _lib.lib().sbx_status_name(status).decode()
     return _BY_NAME.get(name, InfrastructureError)(status, message)
+
+
+def from_error(status, err):
+    """The exception for a failed call: its status and the message libsbx left in `err`."""
+    return from_status(status, err.message.decode("utf-8", "replace"))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib
-from .errors import from_status
+from .errors import from_error
 from .jobs import AsyncJob, Job, JobStatus, list_jobs
 
 
@@ -57,11 +57,6 @@ def _data(data):
     except TypeError:
         raise TypeError("sbx: write_file data must be str or bytes-like, not %s"
                         % type(data).__name__) from None
-
-
-# Each struct's size/version header, as the positional arguments that start its constructor.
-_HEADER_OF = {cls: (ctypes.sizeof(cls), _lib.ABI_MAJOR, _lib.ABI_MINOR)
-              for cls in (_lib.CreateOpts, _lib.ExecOpts, _lib.Call)}
 
 
 class _Tokens:
@@ -169,7 +164,7 @@ def _create_opts(data_source, image, labels, env, ttl, wait,
                  share_dir=None) -> _lib.CreateOpts:
     """sbx_create_opts; the struct keeps the arrays and strings it points to alive. A field
     left at its default is not set (every create builds one: each set costs)."""
-    opts = _lib.CreateOpts(*_HEADER_OF[_lib.CreateOpts])
+    opts = _lib.new(_lib.CreateOpts)
     if data_source is not None:
         opts.data_source = _b(data_source)
     if image is not None:
@@ -191,8 +186,8 @@ def _exec_opts(command, cwd, env, timeout, stdin, user, cancel_token,
                background, stdout_path=None, stderr_path=None) -> _lib.ExecOpts:
     """sbx_exec_opts; the struct keeps the arrays and strings it points to alive. As in
     _create_opts, a field left at its default is not set."""
-    opts = _lib.ExecOpts(*_HEADER_OF[_lib.ExecOpts])
-    if type(command) is str or isinstance(command, (str, bytes)):
+    opts = _lib.new(_lib.ExecOpts)
+    if isinstance(command, (str, bytes)):
         opts.shell = _b(command)
     else:
         opts.argv = (ctypes.c_char_p * (len(command) + 1))(*[_b(a) for a in command], None)
@@ -263,7 +258,7 @@ class Host:
         err = _lib.Error()
         rc = fn(*args, ctypes.byref(err))
         if rc != 0:
-            raise from_status(rc, err.message.decode("utf-8", "replace"))
+            raise from_error(rc, err)
         return rc
 
     def close(self) -> None:
@@ -625,7 +620,7 @@ class _Queue:
     def submit(self, op: int, convert, *, sandbox_id=None, create=None, exec_opts=None,
                path=None, data=None, mode=0) -> "asyncio.Future":
         self._tag = tag = self._tag + 1
-        call = _lib.Call(*_HEADER_OF[_lib.Call], op, 0, tag)
+        call = _lib.new(_lib.Call, op, 0, tag)
         if sandbox_id is not None:
             call.id = _b(sandbox_id)
         if create is not None:
@@ -639,8 +634,9 @@ class _Queue:
             call.len = len(data)
         call.mode = mode
         # Only the loop's thread submits and takes: one error struct serves every call.
-        if self._L.sbx_queue_submit(self._q, ctypes.byref(call), self._err):
-            raise from_status(self._err.code, self._err.message.decode("utf-8", "replace"))
+        rc = self._L.sbx_queue_submit(self._q, ctypes.byref(call), self._err)
+        if rc:
+            raise from_error(rc, self._err)
         fut = self._loop.create_future()
         self._calls[tag] = (fut, call, convert)
         return fut
@@ -652,9 +648,10 @@ class _Queue:
     def _ready(self):
         n = self._n
         while True:
-            if self._L.sbx_queue_take(self._q, self._buf, self.BATCH, ctypes.byref(n),
-                                      self._err):
-                raise from_status(self._err.code, self._err.message.decode("utf-8", "replace"))
+            rc = self._L.sbx_queue_take(self._q, self._buf, self.BATCH, ctypes.byref(n),
+                                        self._err)
+            if rc:
+                raise from_error(rc, self._err)
             k = n.value
             for i in range(k):
                 self._settle(self._buf[i])
@@ -666,8 +663,7 @@ class _Queue:
         try:
             # convert frees what the completion owns, so it runs whoever still waits.
             value = convert(c)
-            error = None if c.status == 0 else from_status(
-                c.status, c.err.message.decode("utf-8", "replace"))
+            error = None if c.status == 0 else from_error(c.status, c.err)
         except BaseException as e:  # a conversion that failed fails the call
             value, error = None, e
         if fut.cancelled() and c.op == _lib.CALL_CREATE and error is None:

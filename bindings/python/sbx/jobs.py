@@ -83,8 +83,8 @@ class Job:
         if rc == 12:  # SBX_E_TIMEOUT: info holds the running state
             raise JobTimeout(rc, err.message.decode("utf-8", "replace"), _status_of(info))
         if rc != 0:
-            from .errors import from_status
-            raise from_status(rc, err.message.decode("utf-8", "replace"))
+            from .errors import from_error
+            raise from_error(rc, err)
         return _status_of(info)
 
     def kill(self, sig: int = _signal.SIGTERM) -> None:

@@ -236,12 +236,7 @@ class SbxSandbox(BaseSandbox):
                 share = None
                 if self._host_paths:  # share_dir must exist before the create
                     share = str(self.work_dir)
-                    try:
-                        os.mkdir(share)
-                    except FileExistsError:
-                        pass
-                    except FileNotFoundError:
-                        os.makedirs(share, exist_ok=True)
+                    HostFiles().mkdir(share, parents=True)
                 sid = h.create(self.data_source, env=dict(self.envs or {}), share_dir=share)
                 self._owns = True
                 self.sandbox_id = sid
