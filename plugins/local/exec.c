@@ -1006,10 +1006,9 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	child_report rep = {0, 0};
 	ssize_t got = 0;
 	p.rep = &rep;
-	int held = 0; /* local_spawn_hold, until the helper's report pipe says it closed the rest */
 	if (r.helper) {
+		/* Held until the report pipe's end of file: the helper has closed the rest. */
 		local_spawn_hold();
-		held = 1;
 		r.child = fork();
 		if (r.child == 0) {
 			if (p.join && p.join->via_helper)
@@ -1053,7 +1052,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 			got = (ssize_t)sizeof(rep);
 	}
 	if (r.child < 0) {
-		if (held)
+		if (r.helper)
 			local_spawn_let_go();
 		goto io;
 	}
@@ -1061,7 +1060,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	while (report_r >= 0 && (got = read(report_r, &rep, sizeof(rep))) < 0 && errno == EINTR)
 		;
 	close_fd(&report_r);
-	if (held)
+	if (r.helper)
 		local_spawn_let_go();
 	if (got == (ssize_t)sizeof(rep)) {
 		if (rep.stage == STAGE_EXEC) {

@@ -137,7 +137,7 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_rwlock_rdlock(&spawning);
+	local_spawn_hold();
 	pid_t pid = -1;
 	int saved = 0;
 #ifdef HAVE_CLONE3_ENTRY
@@ -171,7 +171,7 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 #ifdef HAVE_CLONE3_ENTRY
 done:
 #endif
-	pthread_rwlock_unlock(&spawning);
+	local_spawn_let_go();
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	stack_give(stack);
 	errno = saved;
