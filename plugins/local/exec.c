@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "child.h"
 #include "exec.h"
 #include "files.h"
 #include "meta.h"
@@ -50,39 +51,9 @@ extern char **environ;
 #define TAG_ENV      "SBX_LOCAL_SANDBOX"
 #define EXEC_TAG_ENV "SBX_LOCAL_EXEC" /* one per exec: what a timeout kills beyond the cgroup */
 
-/* What the child reports on the error pipe when it cannot run the command. */
-#define STAGE_SETUP  1
-#define STAGE_CGROUP 2
-#define STAGE_CHDIR  3
-#define STAGE_EXEC   4
-#define STAGE_FORK   5
-#define STAGE_JOIN   6
-#define STAGE_STDOUT 7 /* opening stdout_path */
-#define STAGE_STDERR 8
-
 static void kill_by_env(const char *name, const char *value);
 
-typedef struct child_report {
-	int stage;
-	int err;
-} child_report;
-
-typedef struct plan {
-	char *const *argv;
-	char *const *envp;
-	const char *cwd;
-	int cwd_fd;       /* the cwd opened beneath the work dir, or -1: chdir(cwd) */
-	const char *path; /* PATH for the search of argv[0] */
-	int in_fd, out_fd, err_fd;
-	int report_fd;                   /* where a failed set-up is reported, -1: into `rep` */
-	child_report *rep;               /* the caller's memory (shared until exec) */
-	int cg_fd;                       /* the exec's cgroup folder, -1 for none */
-	int placed;                      /* 1: the child was born in that cgroup */
-	int ran;                         /* 1: the child ran (set by the child first thing) */
-	int status_fd, control_fd;       /* subreaper helper's pipes */
-	const local_join *join;          /* the isolated level's namespaces (ns.c) */
-	const char *out_path, *err_path; /* stdout_path, stderr_path, or NULL */
-} plan;
+typedef local_plan plan;
 
 static int64_t now_ms(void)
 {
@@ -91,324 +62,10 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void report(const plan *p, int stage, int err)
-{
-	child_report r = {stage, err};
-	if (p->report_fd >= 0) {
-		ssize_t w = write(p->report_fd, &r, sizeof(r));
-		(void)w;
-	} else {
-		*p->rep = r;
-	}
-	_exit(127);
-}
-
-static size_t fmt_long(char *buf, long v)
-{
-	char tmp[24];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v > 0 && n < sizeof(tmp));
-	for (size_t i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
-	return n;
-}
-
-static void reset_signals(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (int s = 1; s < 65; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			sigaction(s, &sa, NULL);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
-static void close_others(int *keep, size_t n_keep)
-{
-	/* Sort the few fds to keep, then close every gap between them. */
-	for (size_t i = 1; i < n_keep; i++)
-		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			int t = keep[j];
-			keep[j] = keep[j - 1];
-			keep[j - 1] = t;
-		}
-	unsigned lo = 3;
-	for (size_t i = 0; i <= n_keep; i++) {
-		unsigned hi = i < n_keep ? (unsigned)keep[i] : ~0u;
-		if (i < n_keep && keep[i] < 3)
-			continue;
-		if (hi > lo && syscall(SYS_close_range, lo, hi - 1, 0) != 0) {
-			for (unsigned fd = lo; fd < hi && fd < 65536; fd++)
-				close((int)fd);
-		}
-		if (i < n_keep)
-			lo = (unsigned)keep[i] + 1;
-	}
-}
-
-/* The command itself. Never returns. */
-static void run_command(const plan *p)
-{
-	reset_signals();
-	if (setsid() < 0)
-		report(p, STAGE_SETUP, errno);
-	if (p->cg_fd >= 0 && !p->placed) {
-		char buf[24];
-		size_t n = fmt_long(buf, (long)getpid());
-		int fd = openat(p->cg_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-		if (fd < 0 || write(fd, buf, n) != (ssize_t)n)
-			report(p, STAGE_CGROUP, errno);
-		close(fd);
-	}
-	int je = p->join ? local_join_child(p->join) : 0;
-	if (je != 0)
-		report(p, STAGE_JOIN, je);
-	/* Move the ends above 2 first: one of them may itself be 0, 1 or 2. */
-	int in = fcntl(p->in_fd, F_DUPFD_CLOEXEC, 3);
-	int out = fcntl(p->out_fd, F_DUPFD_CLOEXEC, 3);
-	int er = fcntl(p->err_fd, F_DUPFD_CLOEXEC, 3);
-	if (in < 0 || out < 0 || er < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(er, 2) < 0)
-		report(p, STAGE_SETUP, errno);
-	if ((p->cwd_fd >= 0 ? fchdir(p->cwd_fd) : chdir(p->cwd)) != 0)
-		report(p, STAGE_CHDIR, errno);
-	/* The files a shell's >PATH would open, from the cwd, in the sandbox's own view. */
-	const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_CLOEXEC;
-	if (p->out_path) {
-		int fd = open(p->out_path, flags, 0666);
-		if (fd < 0 || dup2(fd, 1) < 0)
-			report(p, STAGE_STDOUT, errno);
-	}
-	if (p->err_path && p->out_path && strcmp(p->err_path, p->out_path) == 0) {
-		if (dup2(1, 2) < 0)
-			report(p, STAGE_STDERR, errno);
-	} else if (p->err_path) {
-		int fd = open(p->err_path, flags, 0666);
-		if (fd < 0 || dup2(fd, 2) < 0)
-			report(p, STAGE_STDERR, errno);
-	}
-	/* This child holds copies of every fd of the host, other calls' pipe ends among them
-	 * until its exec: a concurrent call whose command exits in that window would wait out
-	 * its drain and hand its pipes to a sink. Keep only the report pipe. */
-	int keep[] = {p->report_fd};
-	close_others(keep, p->report_fd >= 0 ? 1 : 0);
-	const char *file = p->argv[0];
-	if (strchr(file, '/')) {
-		execve(file, p->argv, p->envp);
-		report(p, STAGE_EXEC, errno);
-	}
-	int saved = ENOENT;
-	const char *dir = p->path ? p->path : "/usr/local/bin:/usr/bin:/bin";
-	size_t flen = strlen(file);
-	for (;;) {
-		const char *end = strchr(dir, ':');
-		size_t dlen = end ? (size_t)(end - dir) : strlen(dir);
-		char full[4096];
-		if (dlen + flen + 2 <= sizeof(full)) {
-			size_t k = 0;
-			if (dlen == 0)
-				full[k++] = '.';
-			memcpy(full + k, dir, dlen);
-			k += dlen;
-			full[k++] = '/';
-			memcpy(full + k, file, flen + 1);
-			execve(full, p->argv, p->envp);
-			if (errno != ENOENT && errno != ENOTDIR)
-				saved = errno;
-		}
-		if (!end)
-			break;
-		dir = end + 1;
-	}
-	report(p, STAGE_EXEC, saved);
-}
-
-/* ---- the subreaper helper: no malloc, no stdio (it never execs) */
-
-#define MAX_PROCS 8192
-
-static long parse_long(const char *s, const char **end)
-{
-	long v = 0;
-	while (*s >= '0' && *s <= '9')
-		v = v * 10 + (*s++ - '0');
-	*end = s;
-	return v;
-}
-
-/* SIGKILLs every descendant of this process found in /proc. Returns how many. */
-static int kill_descendants(void)
-{
-	static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
-	static unsigned char mark[MAX_PROCS];
-	size_t n = 0;
-	int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return 0;
-	char buf[8192];
-	for (;;) {
-		long got = syscall(SYS_getdents64, dfd, buf, sizeof(buf));
-		if (got <= 0)
-			break;
-		for (long off = 0; off < got;) {
-			unsigned short reclen;
-			memcpy(&reclen, buf + off + 16, sizeof(reclen));
-			const char *name = buf + off + 19;
-			off += reclen;
-			if (name[0] < '0' || name[0] > '9' || n >= MAX_PROCS)
-				continue;
-			char path[64] = "/proc/";
-			size_t k = 6, nl = strlen(name);
-			if (nl > 20)
-				continue;
-			memcpy(path + k, name, nl);
-			k += nl;
-			memcpy(path + k, "/stat", 6);
-			int fd = open(path, O_RDONLY | O_CLOEXEC);
-			if (fd < 0)
-				continue;
-			char st[512];
-			ssize_t r = read(fd, st, sizeof(st) - 1);
-			close(fd);
-			if (r <= 0)
-				continue;
-			st[r] = '\0';
-			const char *close_paren = NULL;
-			for (ssize_t i = 0; i < r; i++)
-				if (st[i] == ')')
-					close_paren = st + i;
-			if (!close_paren || close_paren + 4 >= st + r)
-				continue;
-			const char *e;
-			pids[n] = (pid_t)parse_long(name, &e);
-			ppids[n] = (pid_t)parse_long(close_paren + 4, &e);
-			mark[n] = 0;
-			n++;
-		}
-	}
-	close(dfd);
-	pid_t self = getpid();
-	int changed = 1, killed = 0;
-	while (changed) {
-		changed = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (mark[i])
-				continue;
-			int hit = ppids[i] == self;
-			for (size_t j = 0; !hit && j < n; j++)
-				hit = mark[j] && pids[j] == ppids[i];
-			if (hit) {
-				mark[i] = 1;
-				changed = 1;
-				kill(pids[i], SIGKILL);
-				killed++;
-			}
-		}
-	}
-	return killed;
-}
-
-/* The isolated level's way in for the helper: this process (forked by the host) enters the
- * sandbox's namespaces, user namespace first, and forks the helper, born in the sandbox's
- * PID namespace so that it reaps the command's escapees there. This process stays as the
- * helper's parent until it ends, so nothing is reparented outside the host's view. Returns
- * in the helper. */
-static void enter_sandbox(const plan *p)
-{
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	int e = local_join_helper(p->join);
-	if (e != 0)
-		report(p, STAGE_JOIN, e);
-	pid_t helper = fork();
-	if (helper < 0)
-		report(p, STAGE_FORK, errno);
-	if (helper == 0) {
-		/* Seen from the sandbox: neither the host's command line nor (not dumpable) its
-		 * environment and memory are readable there. */
-		prctl(PR_SET_DUMPABLE, 0);
-		local_blank_cmdline("sbx-exec");
-		return;
-	}
-	syscall(SYS_close_range, 3u, ~0u, 0);
-	while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
-		;
-	_exit(0);
-}
-
-static void run_helper(const plan *p)
-{
-	int keep[] = {p->in_fd,     p->out_fd,     p->err_fd, p->report_fd,
-		      p->status_fd, p->control_fd, p->cwd_fd};
-	/* Ends of other threads' pipes inherited by fork would stay open in this process, which
-	 * never execs, and delay their EOF. */
-	close_others(keep, sizeof(keep) / sizeof(keep[0]));
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-		report(p, STAGE_SETUP, errno);
-	pid_t cmd = fork();
-	if (cmd < 0)
-		report(p, STAGE_FORK, errno);
-	if (cmd == 0) {
-		close(p->status_fd);
-		close(p->control_fd);
-		run_command(p);
-	}
-	close(p->report_fd);
-	close(p->in_fd);
-	close(p->out_fd);
-	close(p->err_fd);
-	/* A pidfd wakes us the moment the command exits; without one, look every 5 ms. */
-	int cmd_fd = (int)syscall(SYS_pidfd_open, cmd, 0);
-	int reported = 0;
-	for (;;) {
-		struct pollfd pfd[2] = {{.fd = p->control_fd, .events = POLLIN},
-					{.fd = reported ? -1 : cmd_fd, .events = POLLIN}};
-		int pr = poll(pfd, 2, reported || cmd_fd >= 0 ? -1 : 5);
-		int status;
-		pid_t w;
-		while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
-			if (w == cmd && !reported) {
-				ssize_t wr = write(p->status_fd, &status, sizeof(status));
-				(void)wr;
-				reported = 1;
-			}
-		}
-		if (pr > 0 && pfd[0].revents) {
-			/* 'K': kill the tree. End of file once the command was reported: leave its
-			 * leftovers running (they are reparented above us when we exit). */
-			char c = 0;
-			ssize_t n = read(p->control_fd, &c, 1);
-			if (n == 1 && c != 'K')
-				continue;
-			if (n == 0 && reported)
-				_exit(0);
-			break;
-		}
-	}
-	kill(-cmd, SIGKILL);
-	for (int round = 0; round < 2000; round++) {
-		int status;
-		while (waitpid(-1, &status, WNOHANG) > 0)
-			;
-		/* No child left means no descendant left: every orphan is reparented to us. */
-		if (waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD)
-			break;
-		kill_descendants();
-		struct timespec ts = {0, 1000000};
-		nanosleep(&ts, NULL);
-	}
-	_exit(0);
-}
-
 static int command_entry(void *arg)
 {
 	((plan *)arg)->ran = 1;
-	run_command(arg);
+	local_child_run(arg);
 	return 127;
 }
 
@@ -474,26 +131,6 @@ static const char *strv_get(const strv *s, const char *key)
 		if (strncmp(s->v[i], key, klen) == 0 && s->v[i][klen] == '=')
 			return s->v[i] + klen + 1;
 	return NULL;
-}
-
-/* argv and its strings in one block from malloc. */
-static char **copy_argv(char *const *argv)
-{
-	size_t n = 0, bytes = 0;
-	while (argv[n])
-		bytes += strlen(argv[n++]) + 1;
-	char **v = malloc((n + 1) * sizeof(*v) + bytes);
-	if (!v)
-		return NULL;
-	char *at = (char *)(v + n + 1);
-	for (size_t i = 0; i < n; i++) {
-		size_t len = strlen(argv[i]) + 1;
-		memcpy(at, argv[i], len);
-		v[i] = at;
-		at += len;
-	}
-	v[n] = NULL;
-	return v;
 }
 
 /* bash from PATH, else /bin/sh. The answer for the last PATH seen is kept: nearly every
@@ -647,7 +284,7 @@ static int push(const sbx_exec_request *req, uint32_t stream, int *fd, int *out_
 	return 0;
 }
 
-/* Closes the plan's fds that belong to the child (the parent's copies after fork, or all of
+/* Closes the plan's fds that belong to the child (the parent's copies after the spawn, or all of
  * them on an early exit). */
 static void close_child_ends(plan *p)
 {
@@ -667,7 +304,7 @@ typedef struct run {
 	int pidfd;
 	int out_r, err_r, in_w;
 	int status_r, control_w;
-	int helper; /* the command runs under the subreaper helper (run_helper) */
+	int helper; /* the command runs under the subreaper helper (sbx-local-exec) */
 	int exited;
 	int status;
 	const uint8_t *in_data;
@@ -717,87 +354,148 @@ static void check_exit(const local_state *st, run *r)
 	}
 }
 
-/* Hands the read ends still open to a sink: a grandchild (so nobody has to reap it) that reads
+/* ---- starting sbx-local-exec (helper/main.c): the subreaper helper and the sink */
+
+#define HELPER_FDS    (8 + LOCAL_JOIN_PROCS) /* the descriptors it is given, 0 to 10 */
+#define HELPER_REPORT 3
+
+typedef struct helper_start {
+	const char *exe;
+	char *const *argv;
+	char *const *envp;
+	int fds[HELPER_FDS]; /* what it gets as 0, 1, 2, ... (-1: that number closed) */
+	int report_fd;       /* where a failed exec of it is reported, -1: nowhere */
+	int pdeathsig;       /* killed when the calling thread ends (not the sink) */
+} helper_start;
+
+static void helper_failed(int fd, int err)
+{
+	local_child_report r = {LOCAL_STAGE_HELPER, err};
+	if (fd >= 0) {
+		ssize_t w = write(fd, &r, sizeof(r));
+		(void)w;
+	}
+	_exit(127);
+}
+
+/* In the child (borrowing the host's memory): the descriptors into place, then the exec. The
+ * ones given move above the layout first, since any of them may sit on a number of it. */
+static int helper_entry(void *arg)
+{
+	const helper_start *hs = arg;
+	local_child_reset_signals();
+	if (hs->pdeathsig)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+	int hi[HELPER_FDS];
+	for (int i = 0; i < HELPER_FDS; i++)
+		if ((hi[i] = hs->fds[i] >= 0 ? fcntl(hs->fds[i], F_DUPFD, HELPER_FDS) : -1) < 0 &&
+		    hs->fds[i] >= 0)
+			helper_failed(hs->report_fd, errno);
+	for (int i = 0; i < HELPER_FDS; i++) {
+		if (hi[i] < 0)
+			close(i);
+		else if (dup2(hi[i], i) < 0)
+			helper_failed(hs->report_fd, errno);
+	}
+	syscall(SYS_close_range, (unsigned)HELPER_FDS, ~0u, 0);
+	execve(hs->exe, hs->argv, hs->envp);
+	helper_failed(hs->report_fd >= 0 ? HELPER_REPORT : -1, errno);
+	return 127;
+}
+
+static pid_t helper_spawn(helper_start *hs)
+{
+	int placed;
+	return local_spawn(helper_entry, hs, -1, &placed);
+}
+
+/* The subreaper helper for the command of p, with p's pipes. Returns its pid or -1. */
+static pid_t start_helper(const local_state *st, const plan *p)
+{
+	size_t argc = 0;
+	while (p->argv[argc])
+		argc++;
+	char **av = malloc((argc + 16) * sizeof(*av));
+	if (!av)
+		return -1;
+	char flags[24], caps[24];
+	size_t n = 0;
+	av[n++] = (char *)st->exec_exe;
+	if (p->cwd_fd < 0) {
+		av[n++] = "-c";
+		av[n++] = (char *)p->cwd;
+	}
+	if (p->out_path) {
+		av[n++] = "-o";
+		av[n++] = (char *)p->out_path;
+	}
+	if (p->err_path) {
+		av[n++] = "-e";
+		av[n++] = (char *)p->err_path;
+	}
+	const local_join *j = p->join && p->join->via_helper ? p->join : NULL;
+	if (j) {
+		snprintf(flags, sizeof(flags), "%d", j->helper_flags);
+		snprintf(caps, sizeof(caps), "%d", j->cap_last);
+		av[n++] = "-j";
+		av[n++] = flags;
+		av[n++] = "-C";
+		av[n++] = caps;
+	}
+	av[n++] = "--";
+	for (size_t i = 0; i <= argc; i++)
+		av[n++] = p->argv[i];
+	helper_start hs = {.exe = st->exec_exe,
+			   .argv = av,
+			   .envp = p->envp,
+			   .fds = {p->in_fd, p->out_fd, p->err_fd, p->report_fd, p->status_fd,
+				   p->control_fd, p->cwd_fd, j ? j->pidfd : -1},
+			   .report_fd = p->report_fd,
+			   .pdeathsig = 1};
+	for (int i = 0; i < LOCAL_JOIN_PROCS; i++)
+		hs.fds[8 + i] = j ? j->procs[i] : -1;
+	pid_t pid = helper_spawn(&hs);
+	int saved = errno;
+	free(av);
+	errno = saved;
+	return pid;
+}
+
+/* Hands the read ends still open to a sink: a detached process (sbx-local-exec -s) that reads
  * and drops whatever the leftovers holding them write, until the last writer closes them. In
  * a cgroup it joins the exec's, so pause freezes it and destroy kills it with the leftovers.
- * Only async-signal-safe calls after fork: the host has other threads. */
-static void start_sink(run *r, const char *cg)
+ * It may outlive the host by far (a leftover writes for hours), so it does not get the host's
+ * stdio either: whoever reads that (a terminal's pipe, a test runner) would wait for it. */
+static void start_sink(const local_state *st, run *r, const char *cg)
 {
+	if (!st->exec_exe[0])
+		return; /* logged at init: the host's ends close, a leftover writing gets EPIPE */
 	int procs = -1;
 	char path[1500];
 	int n = snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
 	if (cg[0] && n > 0 && (size_t)n < sizeof(path))
 		procs = open(path, O_WRONLY | O_CLOEXEC);
-	/* The sink closes `ready` with everything else it does not keep: its end of file lets
-	 * fences go on (local_spawn_hold). */
-	int ready[2] = {-1, -1};
-	if (pipe2(ready, O_CLOEXEC) != 0)
-		ready[0] = ready[1] = -1;
-	local_spawn_hold();
-	pid_t pid = fork();
-	if (pid == 0) {
-		if (fork() != 0)
-			_exit(0);
-		reset_signals();
-		setsid();
-		/* It may outlive the host by far (a leftover writes for hours): it must not hold
-		 * the host's stdio, or whoever reads that (a terminal's pipe, a test runner)
-		 * waits for it. The pipes move above 2 first: one of them may be 0, 1 or 2. */
-		int fds[2] = {-1, -1};
-		if (r->out_r >= 0)
-			fds[0] = fcntl(r->out_r, F_DUPFD_CLOEXEC, 3);
-		if (r->err_r >= 0)
-			fds[1] = fcntl(r->err_r, F_DUPFD_CLOEXEC, 3);
-		if (procs >= 0 && procs < 3)
-			procs = fcntl(procs, F_DUPFD_CLOEXEC, 3);
-		int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
-		for (int k = 0; k < 3 && dn >= 0; k++)
-			dup2(dn, k);
-		/* Everything else goes before the cgroup is joined: a paused sandbox's frozen
-		 * cgroup would stop the sink there, and the host waits for `ready` to close. */
-		int keep[] = {fds[0], fds[1], procs};
-		close_others(keep, 3);
-		if (procs >= 0) {
-			char buf[24];
-			size_t len = fmt_long(buf, (long)getpid());
-			ssize_t w = write(procs, buf, len);
-			(void)w;
-			close(procs);
-		}
-		while (fds[0] >= 0 || fds[1] >= 0) {
-			struct pollfd pf[2] = {{.fd = fds[0], .events = POLLIN},
-					       {.fd = fds[1], .events = POLLIN}};
-			if (poll(pf, 2, -1) < 0) {
-				if (errno == EINTR)
-					continue;
-				break;
-			}
-			for (int i = 0; i < 2; i++) {
-				if (fds[i] < 0 || !pf[i].revents)
-					continue;
-				char buf[65536];
-				ssize_t got = read(fds[i], buf, sizeof(buf));
-				if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
-					close(fds[i]);
-					fds[i] = -1;
-				}
-			}
-		}
-		_exit(0);
-	}
-	if (ready[1] >= 0)
-		close(ready[1]);
-	if (pid > 0)
-		waitpid(pid, NULL, 0);
-	for (ssize_t got = 1; pid > 0 && ready[0] >= 0 && got != 0;) {
-		char c;
-		got = read(ready[0], &c, 1);
-		if (got < 0 && errno != EINTR)
-			break;
-	}
-	local_spawn_let_go();
-	if (ready[0] >= 0)
-		close(ready[0]);
+	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+	char *av[] = {(char *)st->exec_exe, "-s", NULL};
+	char *env[] = {NULL};
+	helper_start hs = {.exe = st->exec_exe,
+			   .argv = av,
+			   .envp = env,
+			   .fds = {dn, dn, dn, r->out_r, r->err_r, procs, -1, -1},
+			   .report_fd = -1};
+	for (int i = 0; i < LOCAL_JOIN_PROCS; i++)
+		hs.fds[8 + i] = -1;
+	pid_t pid = dn >= 0 ? helper_spawn(&hs) : -1;
+	int status = 0;
+	/* It forks the sink and exits at once: nobody has to reap the sink. */
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		sbxs_host->log(SBX_LOG_WARN, "local",
+			       "exec: cannot start a sink for a leftover's output (%s): it gets "
+			       "EPIPE",
+			       pid < 0 ? strerror(errno) : "sbx-local-exec -s failed");
+	if (dn >= 0)
+		close(dn);
 	if (procs >= 0)
 		close(procs);
 }
@@ -863,7 +561,8 @@ static int resolve_cwd(local_state *st, const char *id, const char *work, const 
 	return SBX_OK;
 }
 
-static void exec_failed(const sbx_exec_request *req, const child_report *rep, sbx_exec_outcome *out)
+static void exec_failed(const sbx_exec_request *req, const local_child_report *rep,
+			sbx_exec_outcome *out)
 {
 	char msg[600];
 	const char *what = req->shell ? "shell" : req->argv[0];
@@ -883,7 +582,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	local_state *st = state;
 	char work[1200], cwd[4200], cg[1400] = "", shell_buf[4200];
 	strv env = {0};
-	char **argv = NULL, *out_path = NULL, *err_path = NULL;
+	char **argv = NULL;
 	run r = {.child = -1,
 		 .pidfd = -1,
 		 .out_r = -1,
@@ -947,22 +646,15 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		argv[2] = (char *)req->shell;
 	}
 	p.argv = argv ? argv : (char *const *)req->argv;
-	if (join.via_helper) {
-		/* The helper blanks its copy of the host's command line before it forks the
-		 * command, and the strings may live there (a CLI passes its own argv, and its
-		 * --stdout-to and --stderr-to paths). */
-		char **copy = copy_argv(p.argv);
-		if (!copy)
-			goto nomem;
-		free(argv);
-		argv = copy;
-		p.argv = argv;
-		if ((req->stdout_path && !(out_path = strdup(req->stdout_path))) ||
-		    (req->stderr_path && !(err_path = strdup(req->stderr_path))))
-			goto nomem;
+	if (r.helper && !st->exec_exe[0]) {
+		rc = h->set_error(
+		    err, SBX_E_IO,
+		    "local: exec: the subreaper helper sbx-local-exec is not beside the "
+		    "plugin; reinstall sbx's local plugin");
+		goto out;
 	}
-	p.out_path = out_path ? out_path : req->stdout_path;
-	p.err_path = err_path ? err_path : req->stderr_path;
+	p.out_path = req->stdout_path;
+	p.err_path = req->stderr_path;
 	p.envp = env.v;
 	p.cwd = cwd;
 	p.path = strv_get(&env, "PATH");
@@ -1003,18 +695,11 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	}
 
 	int64_t start = now_ms();
-	child_report rep = {0, 0};
+	local_child_report rep = {0, 0};
 	ssize_t got = 0;
 	p.rep = &rep;
 	if (r.helper) {
-		/* Held until the report pipe's end of file: the helper has closed the rest. */
-		local_spawn_hold();
-		r.child = fork();
-		if (r.child == 0) {
-			if (p.join && p.join->via_helper)
-				enter_sandbox(&p);
-			run_helper(&p);
-		}
+		r.child = start_helper(st, &p);
 	} else {
 		/* The isolated level: this thread's children are born in the sandbox's PID
 		 * namespace until it points back. */
@@ -1051,37 +736,33 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		if (r.child > 0 && rep.stage != 0)
 			got = (ssize_t)sizeof(rep);
 	}
-	if (r.child < 0) {
-		if (r.helper)
-			local_spawn_let_go();
+	if (r.child < 0)
 		goto io;
-	}
 	close_child_ends(&p);
 	while (report_r >= 0 && (got = read(report_r, &rep, sizeof(rep))) < 0 && errno == EINTR)
 		;
 	close_fd(&report_r);
-	if (r.helper)
-		local_spawn_let_go();
 	if (got == (ssize_t)sizeof(rep)) {
-		if (rep.stage == STAGE_EXEC) {
+		if (rep.stage == LOCAL_STAGE_EXEC) {
 			exec_failed(req, &rep, out);
-		} else if (rep.stage == STAGE_CHDIR) {
+		} else if (rep.stage == LOCAL_STAGE_CHDIR) {
 			rc =
 			    h->set_error(err, SBX_E_NO_FILE, "local: exec: cannot enter cwd %s: %s",
 					 cwd, strerror(rep.err));
-		} else if (rep.stage == STAGE_STDOUT || rep.stage == STAGE_STDERR) {
-			int o = rep.stage == STAGE_STDOUT;
+		} else if (rep.stage == LOCAL_STAGE_STDOUT || rep.stage == LOCAL_STAGE_STDERR) {
+			int o = rep.stage == LOCAL_STAGE_STDOUT;
 			rc = h->set_error(err, SBX_E_NO_FILE,
 					  "local: exec: cannot open the %s file %s: %s",
 					  o ? "stdout" : "stderr", o ? p.out_path : p.err_path,
 					  strerror(rep.err));
 		} else {
-			rc = h->set_error(err, SBX_E_IO,
-					  "local: exec: cannot start the command (%s): %s",
-					  rep.stage == STAGE_CGROUP ? "joining its cgroup"
-					  : rep.stage == STAGE_JOIN ? "entering the sandbox"
-								    : "set-up",
-					  strerror(rep.err));
+			rc = h->set_error(
+			    err, SBX_E_IO, "local: exec: cannot start the command (%s): %s",
+			    rep.stage == LOCAL_STAGE_CGROUP   ? "joining its cgroup"
+			    : rep.stage == LOCAL_STAGE_JOIN   ? "entering the sandbox"
+			    : rep.stage == LOCAL_STAGE_HELPER ? "running sbx-local-exec"
+							      : "set-up",
+			    strerror(rep.err));
 		}
 		goto finish;
 	}
@@ -1177,7 +858,7 @@ finish:
 	if (kill_tree)
 		drain(req, &r, 500, &out_rc);
 	else if (r.out_r >= 0 || r.err_r >= 0)
-		start_sink(&r, cg);
+		start_sink(st, &r, cg);
 	if (r.helper) {
 		if (!r.exited) {
 			int status;
@@ -1236,8 +917,6 @@ out:
 	if (cg[0])
 		local_cg_exec_done(st, cg, kill_tree);
 	free(argv);
-	free(out_path);
-	free(err_path);
 	strv_free(&env);
 	return rc;
 }

@@ -174,6 +174,12 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 	rc = local_env_init(st, cfg, err);
 	if (rc == SBX_OK)
 		rc = local_cg_detect(st, mech, err);
+	if (rc == SBX_OK &&
+	    local_beside_plugin("sbx-local-exec", st->exec_exe, sizeof(st->exec_exe)) != 0)
+		sbxs_host->log(SBX_LOG_WARN, "local",
+			       "sbx-local-exec is not beside the plugin: kill_mechanism subreaper "
+			       "cannot run commands, and leftovers holding a command's output get "
+			       "no sink");
 	if (rc == SBX_OK)
 		rc = local_iso_init(st, cfg, err);
 	int strict = 0;

@@ -16,10 +16,11 @@
  * 0 inside to sbx's own (so commands are root in the sandbox, and their files are sbx's on
  * the host); mounts, overlays, /proc and the network namespace are the user namespace's
  * own. A thread of a threaded host cannot join a user namespace, nor (unprivileged) point its
- * children's PID namespace, so such an exec goes through the subreaper helper of exec.c: a
- * forked process enters every namespace of the init, user namespace first, and forks the
- * helper, which is born in the sandbox's PID namespace and so stays the reaper of the
- * command's escapees there. The same helper serves root without a writable cgroup.
+ * children's PID namespace, so such an exec goes through the subreaper helper, sbx-local-exec
+ * (helper/main.c): started like a command, it enters every namespace of the init, user
+ * namespace first, and forks the helper proper, which is born in the sandbox's PID namespace
+ * and so stays the reaper of the command's escapees there. The same helper serves root
+ * without a writable cgroup.
  *
  * Plugins are stateless: <root>/<id>/init holds the init's pid and start time (so a reused pid
  * is never mistaken for it) and <root>/<id>/lower the read-only tree of an image or DIR
@@ -177,25 +178,32 @@ static void probe(local_state *st)
 	}
 }
 
+int local_beside_plugin(const char *name, char *out, size_t cap)
+{
+	Dl_info info;
+	out[0] = '\0';
+	/* Any object of this library names it; a function pointer may not be cast to one. */
+	if (!dladdr((const void *)&sbxs_host, &info) || !info.dli_fname)
+		return -1;
+	const char *slash = strrchr(info.dli_fname, '/');
+	int n = snprintf(out, cap, "%.*s/%s", slash ? (int)(slash - info.dli_fname) : 1,
+			 slash ? info.dli_fname : ".", name);
+	if (n < 0 || (size_t)n >= cap || access(out, X_OK) != 0) {
+		out[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
 /* sbx-local-init beside this plugin's shared object ("" when it is not there: the init then
  * stays a fork of the host, which keeps a copy-on-write snapshot of it). */
 static void find_init_exe(local_iso *iso)
 {
-	Dl_info info;
-	iso->init_exe[0] = '\0';
-	/* Any object of this library names it; a function pointer may not be cast to one. */
-	if (!dladdr((const void *)&sbxs_host, &info) || !info.dli_fname)
-		return;
-	const char *slash = strrchr(info.dli_fname, '/');
-	int n = snprintf(iso->init_exe, sizeof(iso->init_exe), "%.*s/sbx-local-init",
-			 slash ? (int)(slash - info.dli_fname) : 1, slash ? info.dli_fname : ".");
-	if (n < 0 || (size_t)n >= sizeof(iso->init_exe) || access(iso->init_exe, X_OK) != 0) {
+	if (local_beside_plugin("sbx-local-init", iso->init_exe, sizeof(iso->init_exe)) != 0)
 		sbxs_host->log(
 		    SBX_LOG_WARN, "local",
 		    "sbx-local-init is not beside the plugin: sandbox inits stay forks of the "
 		    "host");
-		iso->init_exe[0] = '\0';
-	}
 }
 
 int local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
@@ -1023,34 +1031,6 @@ void local_join_fork_end(const local_join *j)
 	if (j->active && !j->via_helper && setns(j->self_pidns, CLONE_NEWPID) != 0)
 		sbxs_host->log(SBX_LOG_ERROR, "local",
 			       "cannot return to the host's PID namespace: %s", strerror(errno));
-}
-
-int local_join_helper(const local_join *j)
-{
-	return setns(j->pidfd, j->helper_flags) == 0 ? 0 : errno;
-}
-
-int local_join_child(const local_join *j)
-{
-	if (!j->active)
-		return 0;
-	for (size_t i = 0; i < LOCAL_JOIN_PROCS; i++)
-		if (j->procs[i] >= 0 && write(j->procs[i], "0", 1) != 1)
-			return errno;
-	if (!j->via_helper && setns(j->pidfd, j->ns_flags) != 0)
-		return errno;
-	for (int c = 0; c <= j->cap_last; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
-			return errno;
-	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct data[2];
-	memset(data, 0, sizeof(data));
-	if (syscall(SYS_capset, &hdr, data) != 0)
-		return errno;
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-		return errno;
-	return 0;
 }
 
 char *local_join_image_env(const local_join *j, size_t *len)

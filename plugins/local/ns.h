@@ -8,6 +8,7 @@
 
 #include <sbx/plugin.h>
 
+#include "child.h"
 #include "state.h"
 
 /* Reads the isolation keys; probes what the machine supports. */
@@ -23,36 +24,17 @@ void local_iso_destroy(const local_state *st, const char *id);
 /* JSON members for info: "isolation":..., "levels":{...} (no braces around). */
 int local_iso_info(const local_state *st, char *buf, size_t cap);
 
-/* What an exec needs to join a sandbox: prepared by the parent, used by the child. */
-#define LOCAL_JOIN_PROCS 3
-typedef struct local_join {
-	int active;                  /* 0: the plain level, nothing to join */
-	int via_helper;              /* the exec's helper enters (local_join_helper) */
-	int pidfd;                   /* the sandbox's init */
-	int ns_flags;                /* namespaces the child enters through pidfd */
-	int helper_flags;            /* namespaces the helper enters, its children's PID one too */
-	int procs[LOCAL_JOIN_PROCS]; /* limit cgroups' cgroup.procs to join (-1 none) */
-	int cap_last;
-	int self_pidns;
-	int64_t oom_before; /* the memory cgroup's OOM kill count before the exec */
-	char oom_file[600];
-	char dir[1200];  /* the sandbox's folder */
-	char root[1100]; /* its lower tree (rootfs: DIR, image), "" for rootfs: host */
-} local_join;
+/* Fills out with the path of the program `name` beside this plugin's shared object (its
+ * helpers: sbx-local-init, sbx-local-exec). Returns 0, or -1 with out "" when it is not there
+ * or not executable. */
+int local_beside_plugin(const char *name, char *out, size_t cap);
 /* Parent, before fork: makes sure the init runs (restarting it after a reboot) and opens
  * what the child needs. */
 int local_join_prepare(const local_state *st, const char *id, local_join *j, sbx_error *err);
 /* Parent, around fork: children of this thread are born in the sandbox's PID namespace. */
 int local_join_fork_begin(const local_join *j);
 void local_join_fork_end(const local_join *j);
-/* The exec's helper (async-signal-safe, a single-threaded process): enters the sandbox's
- * namespaces, its user namespace first where there is one, so the helper's children are born
- * in its PID namespace. Returns 0 or an errno. */
-int local_join_helper(const local_join *j);
-/* Child (async-signal-safe): enters the namespaces (unless its helper did) and the limit
- * cgroups and drops every capability. Returns 0 or an errno. */
-int local_join_child(const local_join *j);
-/* A process the sandbox can see (its init, an exec's helper), forked from the host: blanks
+/* A process the sandbox can see (its init), forked from the host: blanks
  * its copies of the host's command line and environment (which may hold secrets; fields 48
  * to 51 of /proc/self/stat bound them) and takes `name`. System calls only. */
 void local_blank_cmdline(const char *name);

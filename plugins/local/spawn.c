@@ -18,8 +18,9 @@
  * other calls' pipe ends included (it closes them first thing, but a busy machine may not run
  * it for a while). Each spawn holds `spawning` for reading across the clone, which returns
  * once the child has execed (CLONE_VFORK); local_spawn_fence takes it for writing, so it
- * returns once no child is in that window. A child made by fork() is held the same way, by
- * its caller, until it reports that it has closed what it does not keep. */
+ * returns once no child is in that window. Nothing on an exec's path forks: the subreaper
+ * helper and the sink are a program of their own (helper/main.c), started here like a
+ * command. */
 #include <errno.h>
 #include <linux/sched.h>
 #include <pthread.h>
@@ -118,16 +119,6 @@ void local_spawn_fence(void)
 	pthread_rwlock_unlock(&spawning);
 }
 
-void local_spawn_hold(void)
-{
-	pthread_rwlock_rdlock(&spawning);
-}
-
-void local_spawn_let_go(void)
-{
-	pthread_rwlock_unlock(&spawning);
-}
-
 pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 {
 	*placed = 0;
@@ -137,7 +128,7 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	local_spawn_hold();
+	pthread_rwlock_rdlock(&spawning);
 	pid_t pid = -1;
 	int saved = 0;
 #ifdef HAVE_CLONE3_ENTRY
@@ -171,7 +162,7 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 #ifdef HAVE_CLONE3_ENTRY
 done:
 #endif
-	local_spawn_let_go();
+	pthread_rwlock_unlock(&spawning);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	stack_give(stack);
 	errno = saved;

@@ -20,11 +20,4 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed);
  * another thread was starting at that moment. */
 void local_spawn_fence(void);
 
-/* For a child made by fork() (the subreaper helper, the isolated level's way in, a sink):
- * local_spawn_hold before the fork holds every fence back until local_spawn_let_go, which
- * the caller calls once the child has closed the descriptors it does not keep (its report
- * pipe's end of file says so). */
-void local_spawn_hold(void);
-void local_spawn_let_go(void);
-
 #endif

@@ -61,6 +61,7 @@ typedef struct local_state {
 	char share_dir[1024]; /* "" or a host folder every sandbox's work dir links to */
 	int use_openat2;      /* 0 after openat2 reported ENOSYS (or when forced off) */
 	int64_t max_file_bytes; /* the host's cap on a file read */
+	char exec_exe[1024];    /* sbx-local-exec: the subreaper helper and the sink ("" none) */
 	local_iso iso;          /* the isolated level's settings (ns.c) */
 } local_state;
 

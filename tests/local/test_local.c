@@ -138,12 +138,12 @@ static sbx_host_api api = {
 static void *state;
 static sbx_error err;
 
-static void load(const char *mechanism)
+static void load_from(const char *so, const char *mechanism)
 {
 	SBX_INIT_HEADER(api);
 	snprintf(state_dir, sizeof(state_dir), "%s/local-test-XXXXXX", BUILD_DIR);
 	cr_assert_not_null(mkdtemp(state_dir));
-	dl = dlopen(SBX_LOCAL_SO, RTLD_NOW | RTLD_LOCAL);
+	dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
 	cr_assert_not_null(dl, "%s", dlerror());
 	void *sym = dlsym(dl, SBX_PLUGIN_ENTRY);
 	cr_assert_not_null(sym);
@@ -159,6 +159,11 @@ static void load(const char *mechanism)
 		cr_skip_test("%s", err.message); /* that mechanism is not available here */
 	}
 	cr_assert_eq(rc, SBX_OK, "%s", err.message);
+}
+
+static void load(const char *mechanism)
+{
+	load_from(SBX_LOCAL_SO, mechanism);
 }
 
 static void unload(void)
@@ -449,7 +454,8 @@ Test(local_exec, exec_cgroup_reused_when_empty_and_clean)
 
 /* Starting a command does not copy the caller: after an exec, writing again to every page of
  * a 64 MiB ballast takes no page faults (after a fork each page would fault once, to undo
- * the copy-on-write protection fork put on it). */
+ * the copy-on-write protection fork put on it). The second command leaves a process holding
+ * its stdout, which gets a sink once the call returns: that start copies nothing either. */
 static void check_exec_does_not_copy_the_caller(const char *mechanism)
 {
 	load(mechanism);
@@ -461,18 +467,22 @@ static void check_exec_does_not_copy_the_caller(const char *mechanism)
 	cr_assert_neq(ballast, MAP_FAILED);
 	madvise(ballast, size, MADV_NOHUGEPAGE); /* one fault per page, not per 2 MiB */
 	memset(ballast, 1, size);
-	capture c;
-	sbx_exec_outcome o;
-	cr_assert_eq(run(id, "echo hi", 0, &c, &o), SBX_OK, "%s", err.message);
-	cr_assert_str_eq(c.out, "hi\n");
-	struct rusage before, after;
-	getrusage(RUSAGE_SELF, &before);
-	for (size_t i = 0; i < size; i += page)
-		ballast[i] = 2;
-	getrusage(RUSAGE_SELF, &after);
-	long faults = after.ru_minflt - before.ru_minflt;
-	cr_assert_lt(faults, (long)(size / page / 16), "%ld faults re-touching %zu pages", faults,
-		     size / page);
+	static const char *const commands[] = {"echo hi", "sleep 3 & echo hi"};
+	for (int k = 0; k < 2; k++) {
+		capture c;
+		sbx_exec_outcome o;
+		cr_assert_eq(run(id, commands[k], 0, &c, &o), SBX_OK, "%s", err.message);
+		cr_assert_str_eq(c.out, "hi\n");
+		struct rusage before, after;
+		getrusage(RUSAGE_SELF, &before);
+		for (size_t i = 0; i < size; i += page)
+			ballast[i] = (unsigned char)(2 + k);
+		getrusage(RUSAGE_SELF, &after);
+		long faults = after.ru_minflt - before.ru_minflt;
+		cr_assert_lt(faults, (long)(size / page / 16),
+			     "%s: %ld faults re-touching %zu pages", commands[k], faults,
+			     size / page);
+	}
 	munmap(ballast, size);
 	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
 	unload();
@@ -486,6 +496,167 @@ Test(local_exec, exec_does_not_copy_the_caller_v2)
 Test(local_exec, exec_does_not_copy_the_caller_freezer)
 {
 	check_exec_does_not_copy_the_caller("cgroup-v1-freezer");
+}
+
+Test(local_exec, exec_does_not_copy_the_caller_subreaper, .timeout = 30)
+{
+	check_exec_does_not_copy_the_caller("subreaper");
+}
+
+/* sbx-local-exec beside the plugin, as the plugin finds it. */
+static void helper_path(char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s", SBX_LOCAL_SO);
+	char *slash = strrchr(buf, '/');
+	cr_assert_not_null(slash);
+	snprintf(slash + 1, cap - (size_t)(slash + 1 - buf), "sbx-local-exec");
+}
+
+/* With the subreaper, a command's parent is sbx-local-exec, a program of its own, not a
+ * copy of the host; with a cgroup, the host itself. */
+static void check_command_parent(const char *mechanism, const char *want)
+{
+	load(mechanism);
+	char id[64];
+	create(id);
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, "readlink /proc/$PPID/exe", 0, &c, &o), SBX_OK, "%s", err.message);
+	char expect[1100];
+	snprintf(expect, sizeof(expect), "%s\n", want);
+	cr_assert_str_eq(c.out, expect);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	unload();
+}
+
+Test(local_exec, subreaper_helper_is_its_own_program)
+{
+	char want[1024];
+	helper_path(want, sizeof(want));
+	check_command_parent("subreaper", want);
+}
+
+/* A plugin installed without sbx-local-exec beside it: an exec under the subreaper fails with
+ * what to do, and loses nothing (the sandbox stays usable through files). */
+Test(local_exec, subreaper_without_its_helper_says_so)
+{
+	char dir[600], copy[700], cmd[1600];
+	snprintf(dir, sizeof(dir), "%s/local-test-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(copy, sizeof(copy), "%s/sbx-local.so", dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", SBX_LOCAL_SO, copy);
+	cr_assert_eq(system(cmd), 0);
+	load_from(copy, "subreaper");
+	char id[64];
+	create(id);
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, "echo hi", 0, &c, &o), SBX_E_IO);
+	cr_assert_str_eq(err.message, "local: exec: the subreaper helper sbx-local-exec is not "
+				      "beside the plugin; reinstall sbx's local plugin");
+	cr_assert_eq(desc.write_file(state, id, "f", "x", 1, 0600, &err), SBX_OK, "%s",
+		     err.message);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
+	unload();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+Test(local_exec, cgroup_command_parent_is_the_host)
+{
+	char want[1024];
+	ssize_t n = readlink("/proc/self/exe", want, sizeof(want) - 1);
+	cr_assert_gt(n, 0);
+	want[n] = '\0';
+	check_command_parent("auto", want);
+}
+
+/* The process holding the other end of pipe inode `pipe` at descriptor 3 or 4 (the sink's
+ * layout), 0 when none. */
+static pid_t holder_of(const char *pipe)
+{
+	pid_t found = 0;
+	FILE *ls = popen("ls /proc", "r");
+	cr_assert_not_null(ls);
+	char name[64];
+	while (!found && fgets(name, sizeof(name), ls)) {
+		name[strcspn(name, "\n")] = '\0';
+		if (name[0] < '0' || name[0] > '9')
+			continue;
+		for (int fd = 3; fd <= 4 && !found; fd++) {
+			char path[128], target[128];
+			snprintf(path, sizeof(path), "/proc/%s/fd/%d", name, fd);
+			ssize_t n = readlink(path, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = '\0';
+			if (strcmp(target, pipe) == 0)
+				found = (pid_t)atol(name);
+		}
+	}
+	pclose(ls);
+	return found;
+}
+
+/* A leftover that keeps the command's stdout gets a sink: sbx-local-exec -s, holding the
+ * read end, with none of the host's other descriptors; destroy ends it with the leftover. */
+static void check_sink(const char *mechanism)
+{
+	load(mechanism);
+	char id[64];
+	create(id);
+	capture c;
+	sbx_exec_outcome o;
+	cr_assert_eq(run(id, "sleep 30 & echo $!", 0, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_eq(o.exit_code, 0);
+	pid_t leftover = (pid_t)atol(c.out);
+	cr_assert_gt(leftover, 0, "%s", c.out);
+	char path[128], pipe[128];
+	snprintf(path, sizeof(path), "/proc/%ld/fd/1", (long)leftover);
+	ssize_t n = readlink(path, pipe, sizeof(pipe) - 1);
+	cr_assert_gt(n, 0, "%s", path);
+	pipe[n] = '\0';
+	cr_assert(strncmp(pipe, "pipe:[", 6) == 0, "%s", pipe);
+	pid_t sink_pid = holder_of(pipe);
+	cr_assert_gt(sink_pid, 0, "no process holds the read end of %s", pipe);
+	char exe[1024], want[1024];
+	snprintf(path, sizeof(path), "/proc/%ld/exe", (long)sink_pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	cr_assert_gt(n, 0);
+	exe[n] = '\0';
+	helper_path(want, sizeof(want));
+	cr_assert_str_eq(exe, want);
+	char cmdline[1200] = "";
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", (long)sink_pid);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	size_t got = fread(cmdline, 1, sizeof(cmdline) - 1, f);
+	fclose(f);
+	cr_assert_eq(got, strlen(want) + 4, "%zu bytes of cmdline", got);
+	cr_assert_str_eq(cmdline + strlen(want) + 1, "-s");
+	/* Its descriptors: /dev/null on 0-2 and the two read ends, nothing of the host's. */
+	snprintf(path, sizeof(path), "/proc/%ld/fd/5", (long)sink_pid);
+	cr_assert_eq(access(path, F_OK), -1, "%s is open", path);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
+	int gone = 0;
+	for (int i = 0; i < 500 && !gone; i++) {
+		gone = kill(sink_pid, 0) != 0 && kill(leftover, 0) != 0;
+		if (!gone)
+			usleep(10000);
+	}
+	cr_assert(gone, "the sink %ld or the leftover %ld outlived destroy", (long)sink_pid,
+		  (long)leftover);
+	unload();
+}
+
+Test(local_exec, sink_is_its_own_program_v2, .timeout = 30)
+{
+	check_sink("cgroup-v2");
+}
+
+Test(local_exec, sink_is_its_own_program_subreaper, .timeout = 30)
+{
+	check_sink("subreaper");
 }
 
 /* ---- files */

@@ -70,33 +70,3 @@ Test(local_spawn, fence_waits_for_children_being_started, .timeout = 60)
 	local_spawn_fence();
 	local_spawn_fence();
 }
-
-static void *holder_fencer(void *arg)
-{
-	(void)arg;
-	local_spawn_fence();
-	atomic_store(&fenced, 1);
-	return NULL;
-}
-
-/* A child made by fork() is held by its caller (local_spawn_hold) until it has closed what it
- * does not keep; a fence waits for that as it waits for local_spawn's children. */
-Test(local_spawn, fence_waits_for_a_hold, .timeout = 60)
-{
-	atomic_store(&fenced, 0);
-	local_spawn_hold();
-	pthread_t fe;
-	cr_assert_eq(pthread_create(&fe, NULL, holder_fencer, NULL), 0);
-	nap_ms(300);
-	int early = atomic_load(&fenced);
-	local_spawn_let_go();
-	pthread_join(fe, NULL);
-	cr_assert_eq(early, 0, "the fence returned during a hold");
-	cr_assert_eq(atomic_load(&fenced), 1);
-	/* Two holds at once do not exclude each other. */
-	local_spawn_hold();
-	local_spawn_hold();
-	local_spawn_let_go();
-	local_spawn_let_go();
-	local_spawn_fence();
-}
