@@ -76,7 +76,8 @@ void local_child_close_others(int *keep, size_t n_keep)
 
 void local_child_run(const local_plan *p)
 {
-	local_child_reset_signals();
+	if (!p->signals_default)
+		local_child_reset_signals();
 	if (setsid() < 0)
 		local_child_fail(p, LOCAL_STAGE_SETUP, errno);
 	if (p->cg_fd >= 0 && !p->placed) {

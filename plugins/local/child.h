@@ -59,6 +59,7 @@ typedef struct local_plan {
 	int status_fd, control_fd;       /* subreaper helper's pipes */
 	const local_join *join;          /* the isolated level's namespaces (ns.c) */
 	const char *out_path, *err_path; /* stdout_path, stderr_path, or NULL */
+	int signals_default;             /* 1: every signal is at its default, none blocked */
 } local_plan;
 
 /* Reports a failed set-up (to report_fd, else into *rep) and exits with 127. Not declared

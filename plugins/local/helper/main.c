@@ -273,6 +273,7 @@ int main(int argc, char **argv)
 	p.status_fd = FD_STATUS;
 	p.control_fd = FD_CONTROL;
 	p.in_fd = 0, p.out_fd = 1, p.err_fd = 2;
+	p.signals_default = 1; /* the plugin reset them before its exec of this program */
 	int ns_flags = 0, i = 1;
 	for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
 		if (i + 1 >= argc || argv[i][0] != '-' || argv[i][1] == '\0' || argv[i][2] != '\0')
