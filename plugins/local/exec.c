@@ -356,57 +356,13 @@ static void check_exit(const local_state *st, run *r)
 
 /* ---- starting sbx-local-exec (helper/main.c): the subreaper helper and the sink */
 
-#define HELPER_FDS    (8 + LOCAL_JOIN_PROCS) /* the descriptors it is given, 0 to 10 */
-#define HELPER_REPORT 3
-
-typedef struct helper_start {
-	const char *exe;
-	char *const *argv;
-	char *const *envp;
-	int fds[HELPER_FDS]; /* what it gets as 0, 1, 2, ... (-1: that number closed) */
-	int report_fd;       /* where a failed exec of it is reported, -1: nowhere */
-	int pdeathsig;       /* killed when the calling thread ends (not the sink) */
-} helper_start;
+#define HELPER_REPORT 3 /* sbx-local-exec's report pipe (helper/main.c) */
 
 static void helper_failed(int fd, int err)
 {
 	local_child_report r = {LOCAL_STAGE_HELPER, err};
-	if (fd >= 0) {
-		ssize_t w = write(fd, &r, sizeof(r));
-		(void)w;
-	}
-	_exit(127);
-}
-
-/* In the child (borrowing the host's memory): the descriptors into place, then the exec. The
- * ones given move above the layout first, since any of them may sit on a number of it. */
-static int helper_entry(void *arg)
-{
-	const helper_start *hs = arg;
-	local_child_reset_signals();
-	if (hs->pdeathsig)
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-	int hi[HELPER_FDS];
-	for (int i = 0; i < HELPER_FDS; i++)
-		if ((hi[i] = hs->fds[i] >= 0 ? fcntl(hs->fds[i], F_DUPFD, HELPER_FDS) : -1) < 0 &&
-		    hs->fds[i] >= 0)
-			helper_failed(hs->report_fd, errno);
-	for (int i = 0; i < HELPER_FDS; i++) {
-		if (hi[i] < 0)
-			close(i);
-		else if (dup2(hi[i], i) < 0)
-			helper_failed(hs->report_fd, errno);
-	}
-	syscall(SYS_close_range, (unsigned)HELPER_FDS, ~0u, 0);
-	execve(hs->exe, hs->argv, hs->envp);
-	helper_failed(hs->report_fd >= 0 ? HELPER_REPORT : -1, errno);
-	return 127;
-}
-
-static pid_t helper_spawn(helper_start *hs)
-{
-	int placed;
-	return local_spawn(helper_entry, hs, -1, &placed);
+	ssize_t w = write(fd, &r, sizeof(r));
+	(void)w;
 }
 
 /* The subreaper helper for the command of p, with p's pipes. Returns its pid or -1. */
@@ -445,16 +401,17 @@ static pid_t start_helper(const local_state *st, const plan *p)
 	av[n++] = "--";
 	for (size_t i = 0; i <= argc; i++)
 		av[n++] = p->argv[i];
-	helper_start hs = {.exe = st->exec_exe,
-			   .argv = av,
-			   .envp = p->envp,
-			   .fds = {p->in_fd, p->out_fd, p->err_fd, p->report_fd, p->status_fd,
-				   p->control_fd, p->cwd_fd, j ? j->pidfd : -1},
-			   .report_fd = p->report_fd,
-			   .pdeathsig = 1};
-	for (int i = 0; i < LOCAL_JOIN_PROCS; i++)
-		hs.fds[8 + i] = j ? j->procs[i] : -1;
-	pid_t pid = helper_spawn(&hs);
+	local_program hs = {.exe = st->exec_exe,
+			    .argv = av,
+			    .envp = p->envp,
+			    .fds = {p->in_fd, p->out_fd, p->err_fd, p->report_fd, p->status_fd,
+				    p->control_fd, p->cwd_fd, j ? j->pidfd : -1},
+			    .report = HELPER_REPORT,
+			    .failed = helper_failed,
+			    .pdeathsig = 1};
+	for (int i = 8; i < LOCAL_PROGRAM_FDS; i++)
+		hs.fds[i] = j && i - 8 < LOCAL_JOIN_PROCS ? j->procs[i - 8] : -1;
+	pid_t pid = local_spawn_program(&hs);
 	int saved = errno;
 	free(av);
 	errno = saved;
@@ -478,14 +435,14 @@ static void start_sink(const local_state *st, run *r, const char *cg)
 	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
 	char *av[] = {(char *)st->exec_exe, "-s", NULL};
 	char *env[] = {NULL};
-	helper_start hs = {.exe = st->exec_exe,
-			   .argv = av,
-			   .envp = env,
-			   .fds = {dn, dn, dn, r->out_r, r->err_r, procs, -1, -1},
-			   .report_fd = -1};
-	for (int i = 0; i < LOCAL_JOIN_PROCS; i++)
-		hs.fds[8 + i] = -1;
-	pid_t pid = dn >= 0 ? helper_spawn(&hs) : -1;
+	local_program hs = {.exe = st->exec_exe,
+			    .argv = av,
+			    .envp = env,
+			    .fds = {dn, dn, dn, r->out_r, r->err_r, procs},
+			    .report = -1};
+	for (int i = 6; i < LOCAL_PROGRAM_FDS; i++)
+		hs.fds[i] = -1;
+	pid_t pid = dn >= 0 ? local_spawn_program(&hs) : -1;
 	int status = 0;
 	/* It forks the sink and exits at once: nobody has to reap the sink. */
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||

@@ -3,11 +3,13 @@
  * Each sandbox has an init: a small process that is PID 1 of the sandbox's own PID, mount,
  * IPC, UTS and (unless `network: host`) network namespaces, sits in the sandbox's cgroups,
  * and does nothing but reap orphans (SIGCHLD ignored, so the kernel reaps them for it). It is
- * made at create: the plugin forks a helper that unshares the namespaces and forks the init,
- * which builds the root filesystem (rootfs.c), pivots into it, reports ready and waits.
+ * made at create: the plugin starts sbx-local-init (init/main.c) the way it starts a command,
+ * so nothing of the host is copied; that program unshares the namespaces and forks the init,
+ * which performs the mount plan rootfs.c made (mounts.c), pivots into it, reports ready and
+ * waits.
  *
  * An exec does not build namespaces: the calling thread points its children's PID namespace
- * at the init's (setns on a pidfd), forks, and points it back; the child enters the init's
+ * at the init's (setns on a pidfd), clones the command, and points it back; the child enters the init's
  * other namespaces with one setns, joins the cgroups, drops every capability and execs. So
  * an exec costs a fork and a few system calls more than the plain level. Killing the init
  * (destroy, or anything else) makes the kernel kill every process of the sandbox.
@@ -43,6 +45,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -58,6 +61,7 @@
 #include "meta.h"
 #include "ns.h"
 #include "rootfs.h"
+#include "spawn.h"
 #include "state.h"
 
 static int64_t parse_size(const char *s, int *ok)
@@ -195,17 +199,6 @@ int local_beside_plugin(const char *name, char *out, size_t cap)
 	return 0;
 }
 
-/* sbx-local-init beside this plugin's shared object ("" when it is not there: the init then
- * stays a fork of the host, which keeps a copy-on-write snapshot of it). */
-static void find_init_exe(local_iso *iso)
-{
-	if (local_beside_plugin("sbx-local-init", iso->init_exe, sizeof(iso->init_exe)) != 0)
-		sbxs_host->log(
-		    SBX_LOG_WARN, "local",
-		    "sbx-local-init is not beside the plugin: sandbox inits stay forks of the "
-		    "host");
-}
-
 int local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 {
 	local_iso *iso = &st->iso;
@@ -340,7 +333,13 @@ int local_iso_init(local_state *st, const sbx_config *cfg, sbx_error *err)
 		    "%ld)",
 		    (long)geteuid());
 	iso->cap_last = read_cap_last();
-	find_init_exe(iso);
+	/* The program that builds each sandbox and stays its init (init/main.c). */
+	if (local_beside_plugin("sbx-local-init", iso->init_exe, sizeof(iso->init_exe)) != 0)
+		return sbxs_host->set_error(
+		    err, SBX_E_CONFIG,
+		    "local: isolation: namespaces needs sbx-local-init beside "
+		    "the plugin, and it is not there; reinstall sbx's local "
+		    "plugin");
 	iso->self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
 	if (iso->self_pidns < 0)
 		return sbxs_host->set_error(
@@ -448,194 +447,35 @@ long local_iso_init_pid(const char *dir)
 
 /* ---- starting the init */
 
-static void close_except(const int *keep, size_t n)
-{
-	int top = 3;
-	for (;;) {
-		int next = -1;
-		for (size_t i = 0; i < n; i++)
-			if (keep[i] >= top && (next < 0 || keep[i] < next))
-				next = keep[i];
-		unsigned hi = next < 0 ? ~0u : (unsigned)next - 1;
-		if (next < 0 || next > top)
-			syscall(SYS_close_range, (unsigned)top, hi, 0);
-		if (next < 0)
-			break;
-		top = next + 1;
-	}
-}
-
-static void send_msg(int fd, int kind, int stage, int e, int pid, size_t op)
-{
-	init_msg m = {kind, stage, e, pid, op};
-	ssize_t w = write(fd, &m, sizeof(m));
-	(void)w;
-}
-
-static void loopback_up(int fd)
-{
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof(ifr));
-	memcpy(ifr.ifr_name, "lo", 3);
-	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0) {
-		send_msg(fd, MSG_FAIL, STAGE_NET, errno, 0, 0);
-		_exit(1);
-	}
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) {
-		send_msg(fd, MSG_FAIL, STAGE_NET, errno, 0, 0);
-		_exit(1);
-	}
-	close(s);
-}
-
+/* What start_init hands sbx-local-init besides the plan (init/main.c has the layout). */
 typedef struct init_plan {
-	const local_mounts *mounts;
 	int report;
+	int plan; /* memfd: the init_spec and the mount ops */
 	int procs[1 + LOCAL_JOIN_PROCS];
-	int unshare_flags;
-	char hostname[32];
-	char uid_map[32], gid_map[32]; /* "0 <uid> 1" with a user namespace, else "" */
 	int cg_dir; /* the v2 kill cgroup's folder, to be born in (-1: none, or v1) */
-	int exe;    /* sbx-local-init, exec'd once the sandbox is built (-1: stay the fork) */
-	int placed; /* the init was born in it: procs[0] is not written */
 } init_plan;
 
-static int write_proc_self(const char *name, const char *text)
+static int write_all(int fd, const void *buf, size_t len)
 {
-	char path[64] = "/proc/self/";
-	size_t k = strlen(path), n = strlen(name), len = strlen(text);
-	memcpy(path + k, name, n + 1);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno;
-	int e = write(fd, text, len) == (ssize_t)len ? 0 : errno;
-	close(fd);
-	return e;
-}
-
-/* The helper, right after unsharing its user namespace: uid and gid 0 inside are sbx's. */
-static int map_ids(const init_plan *ip)
-{
-	int e = write_proc_self("setgroups", "deny");
-	if (e == 0)
-		e = write_proc_self("uid_map", ip->uid_map);
-	if (e == 0)
-		e = write_proc_self("gid_map", ip->gid_map);
-	return e;
-}
-
-void local_blank_cmdline(const char *name)
-{
-	char buf[2048];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (r <= 0)
-		return;
-	buf[r] = '\0';
-	char *p = strrchr(buf, ')');
-	/* arg_start, arg_end, env_start, env_end */
-	unsigned long v[4] = {0, 0, 0, 0};
-	for (int field = 2; p && *p && field < 51;) {
-		if (*p++ != ' ')
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
 			continue;
-		field++;
-		if (field >= 48) {
-			unsigned long x = 0;
-			while (*p >= '0' && *p <= '9')
-				x = x * 10 + (unsigned long)(*p++ - '0');
-			v[field - 48] = x;
-		}
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
 	}
-	if (v[0] && v[1] > v[0] && v[1] - v[0] < (1ul << 20)) {
-		memset((void *)v[0], 0, v[1] - v[0]);
-		size_t n = strlen(name);
-		memcpy((void *)v[0], name, v[1] - v[0] > n ? n : v[1] - v[0] - 1);
-	}
-	if (v[2] && v[3] > v[2] && v[3] - v[2] < (1ul << 24))
-		memset((void *)v[2], 0, v[3] - v[2]);
-	prctl(PR_SET_NAME, name, 0, 0, 0);
+	return 0;
 }
 
-/* PID 1 of the sandbox. Never returns. */
-static void run_init(const init_plan *ip)
+/* In the child, when sbx-local-init cannot be exec'd. */
+static void init_exec_failed(int fd, int err)
 {
-	if (ip->cg_dir >= 0)
-		close(ip->cg_dir);
-	for (size_t i = ip->placed ? 1 : 0; i < 1 + LOCAL_JOIN_PROCS; i++) {
-		if (ip->procs[i] >= 0 && write(ip->procs[i], "0", 1) != 1) {
-			send_msg(ip->report, MSG_FAIL, STAGE_CGROUP, errno, 0, 0);
-			_exit(1);
-		}
-		if (ip->procs[i] >= 0)
-			close(ip->procs[i]);
-	}
-	/* The hostname is cosmetic: a sandbox runs without it (the result is read only so that
-	 * _FORTIFY_SOURCE builds, like Debian's, accept the call). */
-	int hostname_set = sethostname(ip->hostname, strlen(ip->hostname));
-	(void)hostname_set;
-	if (ip->unshare_flags & CLONE_NEWNET)
-		loopback_up(ip->report);
-	size_t op = 0;
-	int held = -1, report = ip->report;
-	int e = local_mounts_apply(ip->mounts, &op, &held);
-	if (e != 0) {
-		send_msg(report, MSG_FAIL, STAGE_MOUNT, e, 0, op);
-		_exit(1);
-	}
-	if (held >= 0 && held != LOCAL_RW_FD) {
-		if (report == LOCAL_RW_FD)
-			report = fcntl(report, F_DUPFD_CLOEXEC, LOCAL_RW_FD + 1);
-		dup2(held, LOCAL_RW_FD);
-		close(held);
-	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (int s = 1; s < 65; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			sigaction(s, &sa, NULL);
-	/* Ignored SIGCHLD: the kernel reaps every orphan reparented to us. */
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGCHLD, &sa, NULL);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (dn >= 0) {
-		dup2(dn, 0);
-		dup2(dn, 1);
-		dup2(dn, 2);
-	}
-	if (ip->exe >= 0) {
-		/* Nothing of the host goes along: its memory, environment or command line. */
-		char fd[16], tmp[16];
-		size_t n = 0, k = 0;
-		for (unsigned v = (unsigned)report; n == 0 || v; v /= 10)
-			tmp[n++] = (char)('0' + v % 10);
-		while (n)
-			fd[k++] = tmp[--n];
-		fd[k] = '\0';
-		char *argv[] = {"sbx-init", fd, NULL}, *envp[] = {NULL};
-		fcntl(report, F_SETFD, 0);
-		syscall(SYS_execveat, ip->exe, "", argv, envp, AT_EMPTY_PATH);
-		send_msg(report, MSG_FAIL, STAGE_EXEC, errno, 0, 0);
-		_exit(1);
-	}
-	/* As root, not dumpable: its memory stays unreadable to the sandbox's commands. An
-	 * unprivileged host joins it by setns, which needs it dumpable; its commands are
-	 * kept out by having no capability where the init has all. */
-	if (!ip->uid_map[0])
-		prctl(PR_SET_DUMPABLE, 0);
-	local_blank_cmdline("sbx-init");
-	send_msg(report, MSG_READY, 0, 0, 0, 0);
-	close(report);
-	for (;;)
-		pause();
+	init_msg m = {MSG_FAIL, STAGE_EXEC, err, 0, 0};
+	ssize_t w = write(fd, &m, sizeof(m));
+	(void)w;
 }
 
 static int mkdir_in(const char *dir, const char *name, mode_t mode)
@@ -680,6 +520,8 @@ static const char *stage_name(int stage)
 		return "mapping its user ids";
 	case STAGE_EXEC:
 		return "exec of sbx-local-init";
+	case STAGE_PLAN:
+		return "reading its plan";
 	default:
 		return "loopback";
 	}
@@ -691,12 +533,10 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	const local_iso *iso = &st->iso;
 	char lower[1100], path[1400];
 	local_mounts m;
-	init_plan ip = {.report = -1, .cg_dir = -1, .exe = -1};
+	init_plan ip = {.report = -1, .cg_dir = -1, .plan = -1};
 	int report_r = -1, rc;
 	for (size_t i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
 		ip.procs[i] = -1;
-	if (iso->init_exe[0])
-		ip.exe = open(iso->init_exe, O_RDONLY | O_CLOEXEC);
 	if (read_lower(dir, lower, sizeof(lower)) != 0)
 		return sbxs_host->set_error(err, SBX_E_IO, "local: cannot read %s/lower: %s", dir,
 					    strerror(errno));
@@ -750,16 +590,27 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 		rc = local_limits_open(st, id, ip.procs + 1, LOCAL_JOIN_PROCS, err);
 	if (rc != SBX_OK)
 		goto out;
-	ip.mounts = &m;
-	ip.unshare_flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+	init_spec sp;
+	memset(&sp, 0, sizeof(sp));
+	sp.unshare_flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
 	if (!iso->network_host)
-		ip.unshare_flags |= CLONE_NEWNET;
+		sp.unshare_flags |= CLONE_NEWNET;
 	if (iso->userns) {
-		ip.unshare_flags |= CLONE_NEWUSER;
-		snprintf(ip.uid_map, sizeof(ip.uid_map), "0 %ld 1", (long)geteuid());
-		snprintf(ip.gid_map, sizeof(ip.gid_map), "0 %ld 1", (long)getegid());
+		sp.unshare_flags |= CLONE_NEWUSER;
+		snprintf(sp.uid_map, sizeof(sp.uid_map), "0 %ld 1", (long)geteuid());
+		snprintf(sp.gid_map, sizeof(sp.gid_map), "0 %ld 1", (long)getegid());
 	}
-	snprintf(ip.hostname, sizeof(ip.hostname), "sbx-%.12s", id);
+	snprintf(sp.hostname, sizeof(sp.hostname), "sbx-%.12s", id);
+	memcpy(sp.newroot, m.newroot, sizeof(sp.newroot));
+	sp.n_ops = m.n;
+	/* The plan goes as bytes in a memfd (it may be larger than a pipe holds). */
+	ip.plan = (int)syscall(SYS_memfd_create, "sbx-init-plan", MFD_CLOEXEC);
+	if (ip.plan < 0 || write_all(ip.plan, &sp, sizeof(sp)) != 0 ||
+	    write_all(ip.plan, m.ops, m.n * sizeof(*m.ops)) != 0) {
+		rc = sbxs_host->set_error(err, SBX_E_IO, "local: create: the init's plan: %s",
+					  strerror(errno));
+		goto out;
+	}
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0) {
 		rc = sbxs_host->set_error(err, SBX_E_IO, "local: pipe: %s", strerror(errno));
@@ -767,61 +618,24 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 	}
 	report_r = fds[0];
 	ip.report = fds[1];
-	pid_t helper = fork();
+	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+	char *argv[] = {"sbx-init", NULL}, *envp[] = {NULL};
+	local_program prog = {.exe = iso->init_exe,
+			      .argv = argv,
+			      .envp = envp,
+			      .fds = {dn, dn, dn, ip.report, ip.plan, ip.cg_dir},
+			      .report = 3,
+			      .failed = init_exec_failed};
+	for (int i = 6; i < LOCAL_PROGRAM_FDS; i++)
+		prog.fds[i] = i - 6 < 1 + LOCAL_JOIN_PROCS ? ip.procs[i - 6] : -1;
+	pid_t helper = dn >= 0 ? local_spawn_program(&prog) : -1;
+	int saved = errno;
+	if (dn >= 0)
+		close(dn);
 	if (helper < 0) {
-		rc = sbxs_host->set_error(err, SBX_E_IO, "local: fork: %s", strerror(errno));
+		rc = sbxs_host->set_error(err, SBX_E_IO, "local: create: cannot start %s: %s",
+					  iso->init_exe, strerror(saved));
 		goto out;
-	}
-	if (helper == 0) {
-		int keep[4 + LOCAL_JOIN_PROCS];
-		size_t nk = 0;
-		keep[nk++] = ip.report;
-		if (ip.cg_dir >= 0)
-			keep[nk++] = ip.cg_dir;
-		if (ip.exe >= 0)
-			keep[nk++] = ip.exe;
-		for (size_t i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
-			if (ip.procs[i] >= 0)
-				keep[nk++] = ip.procs[i];
-		close_except(keep, nk);
-		setsid();
-		if (unshare(ip.unshare_flags) != 0) {
-			send_msg(ip.report, MSG_FAIL, STAGE_UNSHARE, errno, 0, 0);
-			_exit(1);
-		}
-		int me = ip.uid_map[0] ? map_ids(&ip) : 0;
-		if (me != 0) {
-			send_msg(ip.report, MSG_FAIL, STAGE_USERNS, me, 0, 0);
-			_exit(1);
-		}
-		pid_t init = -1;
-#ifdef CLONE_INTO_CGROUP
-		/* Born in the kill cgroup: moving a running process there by cgroup.procs waits
-		 * for an RCU grace period, 5-40 ms on a busy machine. A fork, as no CLONE_VM. */
-		if (ip.cg_dir >= 0) {
-			struct clone_args ca;
-			memset(&ca, 0, sizeof(ca));
-			ca.flags = CLONE_INTO_CGROUP;
-			ca.exit_signal = SIGCHLD;
-			ca.cgroup = (uint64_t)ip.cg_dir;
-			long r = syscall(SYS_clone3, &ca, sizeof(ca));
-			if (r == 0) {
-				ip.placed = 1;
-				run_init(&ip);
-			}
-			init = (pid_t)r;
-		}
-#endif
-		if (init < 0)
-			init = fork();
-		if (init < 0) {
-			send_msg(ip.report, MSG_FAIL, STAGE_FORK, errno, 0, 0);
-			_exit(1);
-		}
-		if (init == 0)
-			run_init(&ip);
-		send_msg(ip.report, MSG_PID, 0, 0, (int)init, 0);
-		_exit(0);
 	}
 	close(ip.report);
 	ip.report = -1;
@@ -867,8 +681,8 @@ out:
 		close(report_r);
 	if (ip.cg_dir >= 0)
 		close(ip.cg_dir);
-	if (ip.exe >= 0)
-		close(ip.exe);
+	if (ip.plan >= 0)
+		close(ip.plan);
 	for (size_t i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
 		if (ip.procs[i] >= 0)
 			close(ip.procs[i]);

@@ -34,10 +34,6 @@ int local_join_prepare(const local_state *st, const char *id, local_join *j, sbx
 /* Parent, around fork: children of this thread are born in the sandbox's PID namespace. */
 int local_join_fork_begin(const local_join *j);
 void local_join_fork_end(const local_join *j);
-/* A process the sandbox can see (its init), forked from the host: blanks
- * its copies of the host's command line and environment (which may hold secrets; fields 48
- * to 51 of /proc/self/stat bound them) and takes `name`. System calls only. */
-void local_blank_cmdline(const char *name);
 /* The image's environment saved at create (NUL-separated "K=V", from malloc), NULL with
  * *len 0 when the sandbox has none. */
 char *local_join_image_env(const local_join *j, size_t *len);

@@ -1,6 +1,6 @@
 /* The mount table of an isolated sandbox. The parent plans every mount (paths, options) into
- * a list; the sandbox's init, forked from a threaded host, performs the list with system calls
- * only and pivots into the result, so nothing between fork and the pivot allocates.
+ * a list; the sandbox's init, sbx-local-init, performs it (mounts.c) and pivots into the
+ * result.
  *
  * rootfs: host   a small read-only tmpfs root holding read-only binds of the host's /usr,
  *                /bin, /sbin, /lib*, /etc (symlinks of a merged /usr are recreated as they
@@ -26,28 +26,6 @@
 
 #include "rootfs.h"
 #include "state.h"
-
-#define OP_TMPFS    1
-#define OP_MKDIR    2 /* every missing component of dst, then dst with mode */
-#define OP_BIND     3
-#define OP_BIND_RO  4
-#define OP_TOUCH    5
-#define OP_SYMLINK  6
-#define OP_PROC     7
-#define OP_OVERLAY  8
-#define OP_RDONLY   9 /* make the mount at dst read-only (not its submounts) */
-#define OP_DEVPTS   10
-#define OP_PIVOT    11
-#define OP_HOLD     12    /* open dst and keep it (the writable layer, for its size) */
-#define OP_OPTIONAL 0x100 /* a failure of this op is not fatal */
-
-struct local_mount_op {
-	int kind;
-	unsigned mode;
-	char src[1400];
-	char dst[1400];
-	char data[3200];
-};
 
 static int add(local_mounts *m, int kind, unsigned mode, const char *src, const char *dst,
 	       const char *data)
@@ -232,109 +210,6 @@ void local_mounts_free(local_mounts *m)
 	free(m->ops);
 	m->ops = NULL;
 	m->n = m->cap = 0;
-}
-
-/* ---- the child side: system calls only */
-
-static int mkdir_all(const char *path, unsigned mode)
-{
-	char buf[1400];
-	size_t len = strlen(path);
-	if (len >= sizeof(buf))
-		return ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for (size_t i = 1; i < len; i++) {
-		if (buf[i] != '/')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-			return errno;
-		buf[i] = '/';
-	}
-	if (mkdir(buf, mode) != 0) {
-		if (errno != EEXIST)
-			return errno;
-		return 0;
-	}
-	return chmod(buf, mode) == 0 ? 0 : errno; /* the umask must not narrow /tmp's 1777 */
-}
-
-static int set_attr(const char *path, unsigned attr, unsigned flags)
-{
-	struct mount_attr a;
-	memset(&a, 0, sizeof(a));
-	a.attr_set = attr;
-	return syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &a, sizeof(a)) == 0 ? 0 : errno;
-}
-
-static int apply_one(const local_mount_op *op, int *held)
-{
-	int fd;
-	switch (op->kind & 0xff) {
-	case OP_HOLD:
-		fd = open(op->dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			return errno;
-		*held = fd;
-		return 0;
-	case OP_TMPFS:
-		return mount(op->src, op->dst, "tmpfs", MS_NOSUID | MS_NODEV, op->data) == 0
-			   ? 0
-			   : errno;
-	case OP_MKDIR:
-		return mkdir_all(op->dst, op->mode);
-	case OP_BIND:
-		return mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL) == 0 ? 0 : errno;
-	case OP_BIND_RO:
-		if (mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL) != 0)
-			return errno;
-		return set_attr(op->dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-				AT_RECURSIVE);
-	case OP_TOUCH:
-		fd = open(op->dst, O_WRONLY | O_CREAT | O_CLOEXEC, op->mode);
-		if (fd < 0)
-			return errno;
-		close(fd);
-		return 0;
-	case OP_SYMLINK:
-		return symlink(op->src, op->dst) == 0 || errno == EEXIST ? 0 : errno;
-	case OP_PROC:
-		return mount("proc", op->dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0
-			   ? 0
-			   : errno;
-	case OP_OVERLAY:
-		return mount("overlay", op->dst, "overlay", MS_NOSUID, op->data) == 0 ? 0 : errno;
-	case OP_RDONLY:
-		return set_attr(op->dst, MOUNT_ATTR_RDONLY, 0);
-	case OP_DEVPTS:
-		return mount("devpts", op->dst, "devpts", MS_NOSUID | MS_NOEXEC, op->data) == 0
-			   ? 0
-			   : errno;
-	case OP_PIVOT:
-		if (chdir(op->dst) != 0 || syscall(SYS_pivot_root, ".", ".") != 0)
-			return errno;
-		if (umount2(".", MNT_DETACH) != 0 || chdir("/") != 0)
-			return errno;
-		return 0;
-	default:
-		return EINVAL;
-	}
-}
-
-int local_mounts_apply(const local_mounts *m, size_t *failed, int *held)
-{
-	*failed = m->n;
-	*held = -1;
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
-		return errno;
-	for (size_t i = 0; i < m->n; i++) {
-		int e = apply_one(&m->ops[i], held);
-		if (e != 0 && !(m->ops[i].kind & OP_OPTIONAL)) {
-			*failed = i;
-			return e;
-		}
-	}
-	return 0;
 }
 
 const char *local_mounts_path(const local_mounts *m, size_t i)

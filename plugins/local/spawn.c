@@ -22,6 +22,7 @@
  * helper and the sink are a program of their own (helper/main.c), started here like a
  * command. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <pthread.h>
 #include <sched.h>
@@ -30,6 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "spawn.h"
@@ -70,6 +73,16 @@ __asm__(".pushsection .text\n"
  * returns (the child has execed or exited). At most STACKS_KEPT wait here; the module's
  * destructor unmaps them. */
 #define STACKS_KEPT 32
+
+/* A child's frames are never popped (it execs or exits), so under AddressSanitizer a kept
+ * stack still carries their redzones' poison, which the next child's frames, laid out
+ * otherwise, would trip over. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define STACK_CLEAN(s) ASAN_UNPOISON_MEMORY_REGION((s), CHILD_STACK)
+#else
+#define STACK_CLEAN(s) ((void)(s))
+#endif
 static pthread_mutex_t stacks_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *stacks[STACKS_KEPT];
 static size_t n_stacks;
@@ -81,8 +94,10 @@ static void *stack_take(void)
 	if (n_stacks)
 		s = stacks[--n_stacks];
 	pthread_mutex_unlock(&stacks_lock);
-	if (s)
+	if (s) {
+		STACK_CLEAN(s);
 		return s;
+	}
 	s = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
 	return s == MAP_FAILED ? NULL : s;
@@ -167,4 +182,50 @@ done:
 	stack_give(stack);
 	errno = saved;
 	return pid;
+}
+
+/* In the child: the descriptors into place, then the exec. The ones given move above the
+ * layout first, since any of them may sit on a number of it. */
+static int program_entry(void *arg)
+{
+	const local_program *pr = arg;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (int s = 1; s < 65; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			sigaction(s, &sa, NULL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (pr->pdeathsig)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+	int report = pr->report >= 0 ? pr->fds[pr->report] : -1;
+	int hi[LOCAL_PROGRAM_FDS];
+	for (int i = 0; i < LOCAL_PROGRAM_FDS; i++) {
+		hi[i] = -1;
+		if (pr->fds[i] >= 0 && (hi[i] = fcntl(pr->fds[i], F_DUPFD, LOCAL_PROGRAM_FDS)) < 0)
+			goto fail;
+	}
+	if (pr->report >= 0)
+		report = hi[pr->report];
+	for (int i = 0; i < LOCAL_PROGRAM_FDS; i++) {
+		if (hi[i] < 0)
+			close(i);
+		else if (dup2(hi[i], i) < 0)
+			goto fail;
+	}
+	report = pr->report;
+	syscall(SYS_close_range, (unsigned)LOCAL_PROGRAM_FDS, ~0u, 0);
+	execve(pr->exe, pr->argv, pr->envp);
+fail:
+	if (report >= 0 && pr->failed)
+		pr->failed(report, errno);
+	_exit(127);
+}
+
+pid_t local_spawn_program(const local_program *prog)
+{
+	int placed;
+	return local_spawn(program_entry, (void *)prog, -1, &placed);
 }

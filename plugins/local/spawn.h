@@ -20,4 +20,20 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed);
  * another thread was starting at that moment. */
 void local_spawn_fence(void);
 
+/* A program of this plugin's (sbx-local-exec, sbx-local-init) started like a command: the
+ * child borrows the caller's memory until it execs, with the descriptors given at fixed
+ * numbers and everything else closed. */
+#define LOCAL_PROGRAM_FDS 12
+typedef struct local_program {
+	const char *exe;
+	char *const *argv;
+	char *const *envp;
+	int fds[LOCAL_PROGRAM_FDS];      /* what it gets as 0, 1, 2, ... (-1: that number closed) */
+	int report;                      /* which of those reports a failed exec (-1: none) */
+	void (*failed)(int fd, int err); /* writes that report: system calls only */
+	int pdeathsig;                   /* SIGKILLed when the calling thread ends */
+} local_program;
+/* Returns the program's pid once it has execed (or exited), or -1 with errno. */
+pid_t local_spawn_program(const local_program *prog);
+
 #endif

@@ -562,6 +562,49 @@ Test(local_exec, subreaper_without_its_helper_says_so)
 	cr_assert_eq(system(cmd), 0);
 }
 
+/* Loads the plugin at so with isolation: namespaces; returns init's status (err holds its
+ * message), the plugin loaded either way. */
+static int load_isolated(const char *so)
+{
+	SBX_INIT_HEADER(api);
+	snprintf(state_dir, sizeof(state_dir), "%s/local-test-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(state_dir));
+	dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+	cr_assert_not_null(dl, "%s", dlerror());
+	void *sym = dlsym(dl, SBX_PLUGIN_ENTRY);
+	cr_assert_not_null(sym);
+	sbx_plugin_register_fn reg;
+	memcpy(&reg, &sym, sizeof(reg));
+	cr_assert_eq(reg(&api, NULL), SBX_OK);
+	sbx_config cfg = {.keys = {"isolation"}, .values = {"namespaces"}, .n = 1};
+	return desc.init(&cfg, &state, &err);
+}
+
+/* The isolated level without sbx-local-init beside the plugin: the plugin refuses the config
+ * with what to do (it would otherwise have to copy the host to build each sandbox). */
+Test(local_plugin, isolation_without_its_init_says_so)
+{
+	int rc = load_isolated(SBX_LOCAL_SO);
+	if (rc != SBX_OK) {
+		dlclose(dl);
+		cr_skip_test("%s", err.message); /* the level cannot run on this machine */
+	}
+	unload();
+	char dir[600], copy[700], cmd[1600];
+	snprintf(dir, sizeof(dir), "%s/local-test-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(copy, sizeof(copy), "%s/sbx-local.so", dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", SBX_LOCAL_SO, copy);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(load_isolated(copy), SBX_E_CONFIG);
+	cr_assert_str_eq(err.message, "local: isolation: namespaces needs sbx-local-init beside "
+				      "the plugin, and it is not there; reinstall sbx's local "
+				      "plugin");
+	dlclose(dl);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
 Test(local_exec, cgroup_command_parent_is_the_host)
 {
 	char want[1024];
