@@ -35,6 +35,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "spawn.h"
 
 #define CHILD_STACK (256 * 1024)
@@ -189,15 +190,7 @@ done:
 static int program_entry(void *arg)
 {
 	const local_program *pr = arg;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (int s = 1; s < 65; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			sigaction(s, &sa, NULL);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	local_child_reset_signals();
 	if (pr->pdeathsig)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	int report = pr->report >= 0 ? pr->fds[pr->report] : -1;
