@@ -406,11 +406,12 @@ static pid_t start_helper(const local_state *st, const plan *p)
 			    .envp = p->envp,
 			    .fds = {p->in_fd, p->out_fd, p->err_fd, p->report_fd, p->status_fd,
 				    p->control_fd, p->cwd_fd, j ? j->pidfd : -1},
+			    .n_fds = 8 + LOCAL_JOIN_PROCS,
 			    .report = HELPER_REPORT,
 			    .failed = helper_failed,
 			    .pdeathsig = 1};
-	for (int i = 8; i < LOCAL_PROGRAM_FDS; i++)
-		hs.fds[i] = j && i - 8 < LOCAL_JOIN_PROCS ? j->procs[i - 8] : -1;
+	for (int i = 0; i < LOCAL_JOIN_PROCS; i++)
+		hs.fds[8 + i] = j ? j->procs[i] : -1;
 	pid_t pid = local_spawn_program(&hs);
 	int saved = errno;
 	free(av);
@@ -439,9 +440,8 @@ static void start_sink(const local_state *st, run *r, const char *cg)
 			    .argv = av,
 			    .envp = env,
 			    .fds = {dn, dn, dn, r->out_r, r->err_r, procs},
+			    .n_fds = 6,
 			    .report = -1};
-	for (int i = 6; i < LOCAL_PROGRAM_FDS; i++)
-		hs.fds[i] = -1;
 	pid_t pid = dn >= 0 ? local_spawn_program(&hs) : -1;
 	int status = 0;
 	/* It forks the sink and exits at once: nobody has to reap the sink. */

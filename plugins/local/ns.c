@@ -624,10 +624,11 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 			      .argv = argv,
 			      .envp = envp,
 			      .fds = {dn, dn, dn, ip.report, ip.plan, ip.cg_dir},
+			      .n_fds = 6 + 1 + LOCAL_JOIN_PROCS,
 			      .report = 3,
 			      .failed = init_exec_failed};
-	for (int i = 6; i < LOCAL_PROGRAM_FDS; i++)
-		prog.fds[i] = i - 6 < 1 + LOCAL_JOIN_PROCS ? ip.procs[i - 6] : -1;
+	for (int i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
+		prog.fds[6 + i] = ip.procs[i];
 	pid_t helper = dn >= 0 ? local_spawn_program(&prog) : -1;
 	int saved = errno;
 	if (dn >= 0)

@@ -195,21 +195,21 @@ static int program_entry(void *arg)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	int report = pr->report >= 0 ? pr->fds[pr->report] : -1;
 	int hi[LOCAL_PROGRAM_FDS];
-	for (int i = 0; i < LOCAL_PROGRAM_FDS; i++) {
+	for (int i = 0; i < pr->n_fds; i++) {
 		hi[i] = -1;
 		if (pr->fds[i] >= 0 && (hi[i] = fcntl(pr->fds[i], F_DUPFD, LOCAL_PROGRAM_FDS)) < 0)
 			goto fail;
 	}
 	if (pr->report >= 0)
 		report = hi[pr->report];
-	for (int i = 0; i < LOCAL_PROGRAM_FDS; i++) {
+	for (int i = 0; i < pr->n_fds; i++) {
 		if (hi[i] < 0)
 			close(i);
 		else if (dup2(hi[i], i) < 0)
 			goto fail;
 	}
 	report = pr->report;
-	syscall(SYS_close_range, (unsigned)LOCAL_PROGRAM_FDS, ~0u, 0);
+	syscall(SYS_close_range, (unsigned)pr->n_fds, ~0u, 0);
 	execve(pr->exe, pr->argv, pr->envp);
 fail:
 	if (report >= 0 && pr->failed)

@@ -28,8 +28,9 @@ typedef struct local_program {
 	const char *exe;
 	char *const *argv;
 	char *const *envp;
-	int fds[LOCAL_PROGRAM_FDS];      /* what it gets as 0, 1, 2, ... (-1: that number closed) */
-	int report;                      /* which of those reports a failed exec (-1: none) */
+	int fds[LOCAL_PROGRAM_FDS]; /* what it gets as 0, 1, 2, ... (-1: that number closed) */
+	int n_fds;  /* how many of fds are given; the numbers above them are closed */
+	int report; /* which of those reports a failed exec (-1: none) */
 	void (*failed)(int fd, int err); /* writes that report: system calls only */
 	int pdeathsig;                   /* SIGKILLed when the calling thread ends */
 } local_program;

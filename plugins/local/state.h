@@ -42,7 +42,7 @@ typedef struct local_iso {
 	int64_t cpu_quota_us;   /* per 100 ms period, 0 none */
 	int64_t disk;           /* cap on the overlay's upper dir in bytes, 0 none */
 	int cap_last;           /* highest capability number of this kernel */
-	char init_exe[1024];    /* sbx-local-init, what each sandbox's init execs ("" none) */
+	char init_exe[1024];    /* sbx-local-init: builds each sandbox, stays its init */
 	int self_pidns;         /* this process's pid namespace, to return to after a fork */
 	char why_not[256];      /* why the isolated level cannot run here ("" when it can) */
 	char mem_cg[512];       /* cgroup folders holding the limit cgroups ("" none) */
