@@ -13,9 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -23,6 +21,8 @@
 #include <unistd.h>
 
 #include <sbx/host.h>
+
+#include "ballast.h"
 
 #ifndef BUILD_DIR
 #error BUILD_DIR must name the build folder of these tests
@@ -956,22 +956,13 @@ Test(isolation, create_does_not_copy_the_caller)
 {
 	start(NULL);
 	skip_unless_supported();
-	size_t size = 64u << 20, page = (size_t)sysconf(_SC_PAGESIZE);
-	unsigned char *ballast =
-	    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(ballast, MAP_FAILED);
-	madvise(ballast, size, MADV_NOHUGEPAGE); /* one fault per page, not per 2 MiB */
-	memset(ballast, 1, size);
+	ballast b = ballast_make(64u << 20);
+	cr_assert_neq(b.p, MAP_FAILED);
 	fresh(0);
-	struct rusage before, after;
-	getrusage(RUSAGE_SELF, &before);
-	for (size_t i = 0; i < size; i += page)
-		ballast[i] = 2;
-	getrusage(RUSAGE_SELF, &after);
-	long faults = after.ru_minflt - before.ru_minflt;
-	cr_assert_lt(faults, (long)(size / page / 16), "%ld faults re-touching %zu pages", faults,
-		     size / page);
-	munmap(ballast, size);
+	long faults = ballast_rewrite_faults(&b, 2);
+	cr_assert_lt(faults, (long)(ballast_pages(&b) / 16), "%ld faults re-touching %zu pages",
+		     faults, ballast_pages(&b));
+	ballast_free(&b);
 	sbx_exec_result *r = run("echo built");
 	cr_assert_str_eq(r->stdout_text, "built\n", "%s", r->stderr_text);
 }

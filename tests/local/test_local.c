@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <sbx/plugin.h>
+
+#include "ballast.h"
 
 #ifndef SBX_LOCAL_SO
 #error SBX_LOCAL_SO must name the plugin
@@ -138,7 +138,8 @@ static sbx_host_api api = {
 static void *state;
 static sbx_error err;
 
-static void load_from(const char *so, const char *mechanism)
+/* dlopens the plugin at so and registers it, with a fresh state dir; init is the caller's. */
+static void open_plugin(const char *so)
 {
 	SBX_INIT_HEADER(api);
 	snprintf(state_dir, sizeof(state_dir), "%s/local-test-XXXXXX", BUILD_DIR);
@@ -152,6 +153,11 @@ static void load_from(const char *so, const char *mechanism)
 	cr_assert_eq(reg(&api, NULL), SBX_OK);
 	cr_assert_str_eq(desc.alias, "local");
 	cr_assert(desc.flags & SBX_PLUGIN_THREAD_SAFE);
+}
+
+static void load_from(const char *so, const char *mechanism)
+{
+	open_plugin(so);
 	sbx_config cfg = {.keys = {"kill_mechanism"}, .values = {mechanism}, .n = 1};
 	int rc = desc.init(&cfg, &state, &err);
 	if (rc == SBX_E_CONFIG && strcmp(mechanism, "auto") != 0) {
@@ -461,29 +467,20 @@ static void check_exec_does_not_copy_the_caller(const char *mechanism)
 	load(mechanism);
 	char id[64];
 	create(id);
-	size_t size = 64u << 20, page = (size_t)sysconf(_SC_PAGESIZE);
-	unsigned char *ballast =
-	    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(ballast, MAP_FAILED);
-	madvise(ballast, size, MADV_NOHUGEPAGE); /* one fault per page, not per 2 MiB */
-	memset(ballast, 1, size);
+	ballast b = ballast_make(64u << 20);
+	cr_assert_neq(b.p, MAP_FAILED);
 	static const char *const commands[] = {"echo hi", "sleep 3 & echo hi"};
 	for (int k = 0; k < 2; k++) {
 		capture c;
 		sbx_exec_outcome o;
 		cr_assert_eq(run(id, commands[k], 0, &c, &o), SBX_OK, "%s", err.message);
 		cr_assert_str_eq(c.out, "hi\n");
-		struct rusage before, after;
-		getrusage(RUSAGE_SELF, &before);
-		for (size_t i = 0; i < size; i += page)
-			ballast[i] = (unsigned char)(2 + k);
-		getrusage(RUSAGE_SELF, &after);
-		long faults = after.ru_minflt - before.ru_minflt;
-		cr_assert_lt(faults, (long)(size / page / 16),
+		long faults = ballast_rewrite_faults(&b, (unsigned char)(2 + k));
+		cr_assert_lt(faults, (long)(ballast_pages(&b) / 16),
 			     "%s: %ld faults re-touching %zu pages", commands[k], faults,
-			     size / page);
+			     ballast_pages(&b));
 	}
-	munmap(ballast, size);
+	ballast_free(&b);
 	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
 	unload();
 }
@@ -566,16 +563,7 @@ Test(local_exec, subreaper_without_its_helper_says_so)
  * message), the plugin loaded either way. */
 static int load_isolated(const char *so)
 {
-	SBX_INIT_HEADER(api);
-	snprintf(state_dir, sizeof(state_dir), "%s/local-test-XXXXXX", BUILD_DIR);
-	cr_assert_not_null(mkdtemp(state_dir));
-	dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-	cr_assert_not_null(dl, "%s", dlerror());
-	void *sym = dlsym(dl, SBX_PLUGIN_ENTRY);
-	cr_assert_not_null(sym);
-	sbx_plugin_register_fn reg;
-	memcpy(&reg, &sym, sizeof(reg));
-	cr_assert_eq(reg(&api, NULL), SBX_OK);
+	open_plugin(so);
 	sbx_config cfg = {.keys = {"isolation"}, .values = {"namespaces"}, .n = 1};
 	return desc.init(&cfg, &state, &err);
 }
