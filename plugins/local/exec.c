@@ -201,10 +201,12 @@ static const char *find_shell(const char *path, const local_join *j, char *buf, 
 	return buf;
 }
 
-/* The environment: the documented base (env.c: PATH, LANG, TERM, HOME the work dir, plus
+/* The environment: the documented base (env.c: PATH, LANG, TERM, HOME the work dir, SHELL, plus
  * env_passthrough), the host's whole environment (inherit_env), or, for a sandbox with a tree
  * of its own (rootfs: DIR, image), its image's Env or the base, never the host's; then what
- * create saved, the request's, PWD and the tags. */
+ * create saved, the request's, PWD and the tags. On the base, SHELL names the shell that runs
+ * shell commands with the final PATH, unless create or the call set it: bash started without
+ * SHELL looks its user up in the passwd database to fill it in, at every command. */
 static int build_env(const local_state *st, const char *id, const char *work, const char *cwd,
 		     const char *exec_tag, const sbx_exec_request *req, const local_join *j,
 		     strv *env, sbx_error *err)
@@ -218,6 +220,7 @@ static int build_env(const local_state *st, const char *id, const char *work, co
 		free(image_env);
 		return rc;
 	}
+	int base = 0;
 	if (image_env) {
 		for (size_t i = 0; i < ilen; i += strlen(image_env + i) + 1)
 			if (strchr(image_env + i, '=') && strv_set(env, image_env + i) != 0)
@@ -232,6 +235,7 @@ static int build_env(const local_state *st, const char *id, const char *work, co
 				goto nomem;
 	} else {
 		/* The documented base (env.c); the host's own variables only by name. */
+		base = 1;
 		if (strv_set(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/"
 				  "bin") != 0 ||
 		    strv_set(env, "LANG=C.UTF-8") != 0 || strv_set(env, "TERM=dumb") != 0 ||
@@ -249,6 +253,11 @@ static int build_env(const local_state *st, const char *id, const char *work, co
 	for (uint32_t i = 0; i < req->n_env; i++)
 		if (strv_set2(env, req->env[i].key, req->env[i].value) != 0)
 			goto nomem;
+	char shell[4200];
+	if (base && !strv_get(env, "SHELL") &&
+	    strv_set2(env, "SHELL", find_shell(strv_get(env, "PATH"), j, shell, sizeof(shell))) !=
+		0)
+		goto nomem;
 	if (strv_set2(env, "PWD", cwd) != 0 || strv_set2(env, TAG_ENV, id) != 0 ||
 	    strv_set2(env, EXEC_TAG_ENV, exec_tag) != 0)
 		goto nomem;

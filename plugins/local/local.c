@@ -30,7 +30,7 @@ static const sbx_config_key local_keys[] = {
     {.name = "inherit_env",
      .type = SBX_KEY_BOOL,
      .help = "commands start from the host's whole environment (default false: PATH, HOME, "
-	     "LANG, TERM and env_passthrough)"},
+	     "LANG, TERM, SHELL and env_passthrough)"},
     {.name = "env_passthrough",
      .type = SBX_KEY_LIST,
      .help = "names of host environment variables passed to commands"},

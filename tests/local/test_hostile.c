@@ -357,6 +357,21 @@ Test(local_hostile, strict_isolation_refuses_the_plain_levels)
 
 /* ---- the environment a command starts from */
 
+#define BASE_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* The shell the plugin runs shell commands with on the base PATH: its first bash, else
+ * /bin/sh. */
+static void base_shell(char *out, size_t cap)
+{
+	char dirs[] = BASE_PATH;
+	for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(out, cap, "%s/bash", d);
+		if (access(out, X_OK) == 0)
+			return;
+	}
+	snprintf(out, cap, "/bin/sh");
+}
+
 /* The harness's variables stay out (its API keys and tokens); a command gets the documented
  * base, what env_passthrough names, and what create and exec pass. */
 Test(local_hostile, environment_is_the_base_plus_what_is_asked)
@@ -369,7 +384,8 @@ Test(local_hostile, environment_is_the_base_plus_what_is_asked)
 			continue;
 		sbx_exec_result *r = sh("env | grep -v -e '^SBX_LOCAL_' -e '^SHLVL=' -e '^_=' | "
 					"sort; pwd");
-		char work[700], want[2400];
+		char work[700], want[3200], shell[300];
+		base_shell(shell, sizeof(shell));
 		const char *last = strrchr(r->stdout_text, '\n');
 		cr_assert(last && last > r->stdout_text);
 		const char *pwd = last - 1;
@@ -377,16 +393,42 @@ Test(local_hostile, environment_is_the_base_plus_what_is_asked)
 			pwd--;
 		snprintf(work, sizeof(work), "%.*s", (int)(last - pwd), pwd);
 		snprintf(want, sizeof(want),
-			 "HOME=%s\nLANG=C.UTF-8\n"
-			 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
-			 "PWD=%s\nSBX_HOSTILE_PASSED=passed-1234\nTERM=dumb\n%s\n",
-			 work, work, work);
+			 "HOME=%s\nLANG=C.UTF-8\nPATH=" BASE_PATH "\n"
+			 "PWD=%s\nSBX_HOSTILE_PASSED=passed-1234\nSHELL=%s\nTERM=dumb\n%s\n",
+			 work, work, shell, work);
 		cr_assert_str_eq(r->stdout_text, want, "%s level", level_names[level]);
 		sbx_exec_result_free(r);
 		stop();
 	}
 	unsetenv("SBX_HOSTILE_PLANTED");
 	unsetenv("SBX_HOSTILE_PASSED");
+}
+
+/* SHELL names the shell that runs the command, at every level; the call's env replaces it
+ * (and the shell is still found on PATH). */
+Test(local_hostile, shell_variable_names_the_running_shell)
+{
+	char shell[300], want[700];
+	base_shell(shell, sizeof(shell));
+	for (int level = PLAIN; level <= NAMESPACES; level++) {
+		if (!start_host(level, NULL, NULL))
+			continue;
+		sbx_exec_result *r = sh("echo \"$SHELL\"; readlink -f /proc/$$/exe; true");
+		char real[300];
+		cr_assert(realpath(shell, real), "%s", shell);
+		snprintf(want, sizeof(want), "%s\n%s\n", shell, real);
+		cr_assert_str_eq(r->stdout_text, want, "%s level", level_names[level]);
+		sbx_exec_result_free(r);
+		sbx_kv env[] = {{"SHELL", "/bin/own-shell"}};
+		sbx_exec_opts o = {
+		    .shell = "echo \"$SHELL\"", .env = env, .n_env = 1, .timeout = 30};
+		SBX_INIT_HEADER(o);
+		cr_assert_eq(sbx_exec(host, id, &o, &r, &err), SBX_OK, "%s", err.message);
+		cr_assert_str_eq(r->stdout_text, "/bin/own-shell\n", "%s level",
+				 level_names[level]);
+		sbx_exec_result_free(r);
+		stop();
+	}
 }
 
 /* What create's env holds may be secret: meta.json, which keeps it, is the owner's only. */
