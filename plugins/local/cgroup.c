@@ -134,10 +134,18 @@ static int mkdir_cg(const local_state *st, const char *path)
 			return 0;
 		if (errno != ENOENT)
 			return -1;
-		if ((mkdir(top, 0755) != 0 && errno != EEXIST) ||
-		    (strcmp(path, st->cg_root) != 0 && mkdir(st->cg_root, 0755) != 0 &&
-		     errno != EEXIST && errno != ENOENT))
+		if (mkdir(top, 0755) != 0 && errno != EEXIST)
 			return -1;
+		if (strcmp(path, st->cg_root) != 0) {
+			if (mkdir(st->cg_root, 0755) == 0) {
+				/* Made again after an unload or a gc removed it: its record too. */
+				char ns[NS_LEN + 1];
+				root_namespace(st, ns);
+				register_namespace(st, ns);
+			} else if (errno != EEXIST && errno != ENOENT) {
+				return -1;
+			}
+		}
 	}
 	errno = EAGAIN;
 	return -1;
@@ -575,6 +583,20 @@ static void sweep_own(const local_state *st)
 		}
 	}
 	closedir(d);
+}
+
+void local_cg_release(const local_state *st)
+{
+	if (!st->cg_root[0] || rmdir(st->cg_root) != 0)
+		return; /* the kernel refuses while a sandbox cgroup is left in it */
+	/* Another host on this root makes the folder again at its next create (mkdir_cg) and
+	 * removes it at its own unload; its record goes now, and gc's sweep only needs one for a
+	 * folder that exists. */
+	char ns[NS_LEN + 1], link[256];
+	root_namespace(st, ns);
+	int n = snprintf(link, sizeof(link), "%s/%s", NS_REGISTRY, ns);
+	if (n > 0 && (size_t)n < sizeof(link))
+		unlink(link);
 }
 
 void local_cg_sweep(const local_state *st)

@@ -37,6 +37,9 @@ int local_cg_sandbox_path(const local_state *st, const char *id, char *buf, size
 /* gc's sweep: this root's cgroups whose sandbox folder is gone, namespaces of roots that no
  * longer exist, and empty cgroups of the layout before namespaces are removed. */
 void local_cg_sweep(const local_state *st);
+/* At unload: removes this root's cgroup folder if no sandbox cgroup is left in it, and its
+ * record in the namespace registry with it; a root used once leaves nothing behind. */
+void local_cg_release(const local_state *st);
 int local_cg_detect(local_state *st, const char *wanted, sbx_error *err);
 
 /* "cgroup-v2", "cgroup-v1-freezer" or "subreaper". */

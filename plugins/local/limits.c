@@ -273,3 +273,12 @@ void local_limits_remove(const local_state *st, const char *id)
 			rmdir(dir);
 	}
 }
+
+void local_limits_release(const local_state *st)
+{
+	const local_iso *iso = &st->iso;
+	const char *roots[] = {iso->mem_cg, iso->pids_cg, iso->cpu_cg};
+	for (size_t i = 0; i < 3; i++)
+		if (roots[i][0])
+			rmdir(roots[i]); /* refused while a sandbox's cgroup is left in it */
+}

@@ -21,5 +21,7 @@ int local_limits_open(const local_state *st, const char *id, int *procs, size_t 
 int64_t local_limits_oom_count(const char *file);
 int local_limits_oom_file(const local_state *st, const char *id, char *buf, size_t cap);
 void local_limits_remove(const local_state *st, const char *id);
+/* At unload: removes this root's limit cgroup folders that no sandbox uses any more. */
+void local_limits_release(const local_state *st);
 
 #endif

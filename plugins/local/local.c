@@ -18,6 +18,7 @@
 #include "exec.h"
 #include "files.h"
 #include "lifecycle.h"
+#include "limits.h"
 #include "local.h"
 #include "meta.h"
 #include "ns.h"
@@ -209,6 +210,8 @@ static void local_fini(void *state)
 {
 	local_state *st = state;
 	local_cg_spares_drop(st, NULL);
+	local_cg_release(st);
+	local_limits_release(st);
 	local_iso_fini(st);
 	local_strv_free(st->passthrough);
 	sbxs_host->free(st);

@@ -431,6 +431,72 @@ Test(local_hostile, shell_variable_names_the_running_shell)
 	}
 }
 
+/* The cgroup folder a sandbox root gets ("cgroup" in the plugin's info) into out; 0 under
+ * the subreaper, which has none. */
+static int root_cgroup(char *out, size_t cap)
+{
+	char *json = NULL;
+	cr_assert_eq(sbx_backend_info(host, "local", &json, &err), SBX_OK, "%s", err.message);
+	const char *k = strstr(json, "\"cgroup\":\"");
+	cr_assert_not_null(k, "%s", json);
+	k += strlen("\"cgroup\":\"");
+	size_t n = strcspn(k, "\"");
+	cr_assert_lt(n, cap);
+	memcpy(out, k, n);
+	out[n] = '\0';
+	sbx_free(json);
+	return n > 0;
+}
+
+static sbx_host *host_on(const char *dir)
+{
+	sbx_host_options o = {.config_text = "data_source:\n  sandbox:\n    type: local\n",
+			      .state_dir = dir};
+	SBX_INIT_HEADER(o);
+	sbx_host *h = NULL;
+	cr_assert_eq(sbx_host_new(&o, &h, &err), SBX_OK, "%s", err.message);
+	return h;
+}
+
+/* A root's cgroup folder, and its record in /run/sbx-local, go when the last host using the
+ * root unloads with no sandbox left; before, each state dir ever used left both behind for
+ * good. A host still holding a sandbox there keeps them, and the next create brings them
+ * back. */
+Test(local_hostile, unload_leaves_no_cgroup_behind)
+{
+	start_host(PLAIN, NULL, NULL);
+	char cg[700], rec[300];
+	if (!root_cgroup(cg, sizeof(cg))) {
+		stop();
+		cr_skip_test("no cgroup here (subreaper)");
+	}
+	snprintf(rec, sizeof(rec), "/run/sbx-local/%s", strrchr(cg, '/') + 1);
+	sbx_exec_result *r = sh("echo hi");
+	sbx_exec_result_free(r);
+	sbx_host *other = host_on(state_dir);
+	char other_id[SBX_ID_MAX];
+	sbx_create_opts c = {0};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(other, &c, other_id, &err), SBX_OK, "%s", err.message);
+	stop();
+	cr_assert_eq(access(cg, F_OK), 0, "%s went while a sandbox was in it", cg);
+	cr_assert_eq(access(rec, F_OK), 0, "%s", rec);
+	cr_assert_eq(sbx_destroy(other, other_id, &err), SBX_OK, "%s", err.message);
+	sbx_host_free(other);
+	cr_assert(access(cg, F_OK) != 0 && errno == ENOENT, "%s is still there", cg);
+	cr_assert(access(rec, F_OK) != 0 && errno == ENOENT, "%s is still there", rec);
+	/* The same root used again. */
+	host = host_on(state_dir);
+	cr_assert_eq(sbx_create(host, &c, id, &err), SBX_OK, "%s", err.message);
+	r = sh("echo again");
+	cr_assert_str_eq(r->stdout_text, "again\n");
+	sbx_exec_result_free(r);
+	cr_assert_eq(access(cg, F_OK), 0, "%s", cg);
+	cr_assert_eq(access(rec, F_OK), 0, "%s", rec);
+	stop();
+	cr_assert(access(cg, F_OK) != 0 && errno == ENOENT, "%s is still there", cg);
+}
+
 /* What create's env holds may be secret: meta.json, which keeps it, is the owner's only. */
 Test(local_hostile, create_env_is_kept_owner_only)
 {
