@@ -200,6 +200,8 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 	*state = st;
 	return SBX_OK;
 fail:
+	local_cg_release(st); /* a refused config leaves no cgroup folder either */
+	local_limits_release(st);
 	local_iso_fini(st);
 	local_strv_free(st->passthrough);
 	sbxs_host->free(st);
