@@ -1,7 +1,7 @@
 /* What a command's environment starts from. The harness's own environment holds its API keys
- * and cloud tokens, so commands get a fixed base (PATH, HOME, LANG, TERM, SHELL; exec.c) plus the
- * host variables the config names in env_passthrough; inherit_env: true restores the whole
- * host environment for those who want it. */
+ * and cloud tokens, so commands get a fixed base (PATH, HOME, LANG, TERM, SHELL; exec.c) plus
+ * the host variables the config names in env_passthrough; inherit_env: true restores the
+ * whole host environment for those who want it. */
 #include <stdlib.h>
 #include <string.h>
 

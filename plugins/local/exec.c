@@ -201,12 +201,12 @@ static const char *find_shell(const char *path, const local_join *j, char *buf, 
 	return buf;
 }
 
-/* The environment: the documented base (env.c: PATH, LANG, TERM, HOME the work dir, SHELL, plus
- * env_passthrough), the host's whole environment (inherit_env), or, for a sandbox with a tree
- * of its own (rootfs: DIR, image), its image's Env or the base, never the host's; then what
- * create saved, the request's, PWD and the tags. On the base, SHELL names the shell that runs
- * shell commands with the final PATH, unless create or the call set it: bash started without
- * SHELL looks its user up in the passwd database to fill it in, at every command. */
+/* The environment: the documented base (env.c: PATH, LANG, TERM, HOME the work dir, SHELL,
+ * plus env_passthrough), the host's whole environment (inherit_env), or, for a sandbox with a
+ * tree of its own (rootfs: DIR, image), its image's Env or the base, never the host's; then
+ * what create saved, the request's, PWD and the tags. On the base, SHELL names the shell that
+ * runs shell commands with the final PATH, unless create or the call set it: bash started
+ * without SHELL looks its user up in the passwd database to fill it in, at every command. */
 static int build_env(const local_state *st, const char *id, const char *work, const char *cwd,
 		     const char *exec_tag, const sbx_exec_request *req, const local_join *j,
 		     strv *env, sbx_error *err)

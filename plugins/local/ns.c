@@ -9,9 +9,9 @@
  * waits.
  *
  * An exec does not build namespaces: the calling thread points its children's PID namespace
- * at the init's (setns on a pidfd), clones the command, and points it back; the child enters the init's
- * other namespaces with one setns, joins the cgroups, drops every capability and execs. So
- * an exec costs a fork and a few system calls more than the plain level. Killing the init
+ * at the init's (setns on a pidfd), clones the command, and points it back; the child enters
+ * the init's other namespaces with one setns, joins the cgroups, drops every capability and
+ * execs. So an exec costs a few system calls more than the plain level. Killing the init
  * (destroy, or anything else) makes the kernel kill every process of the sandbox.
  *
  * Where sbx does not run as root, each sandbox also gets a user namespace mapping uid and gid

@@ -331,7 +331,7 @@ int main(int argc, char **argv)
 		local_child_fail(&p, LOCAL_STAGE_SETUP, errno);
 	/* The command borrows this process's memory until its exec, as the plugin's commands
 	 * borrow the host's: a fork() here, small as this process is, cost a page-table copy
-	 * and the copy-on-write faults after it, about 0.6 ms per command on the machines
+	 * and the copy-on-write faults after it, 0.6 to 0.9 ms per command on the machines
 	 * measured (bench/README). */
 	pid_t cmd = (pid_t)clone(command_main, command_stack + sizeof(command_stack),
 				 CLONE_VM | CLONE_VFORK | SIGCHLD, &p);
