@@ -138,10 +138,14 @@ static int mkdir_cg(const local_state *st, const char *path)
 			return -1;
 		if (strcmp(path, st->cg_root) != 0) {
 			if (mkdir(st->cg_root, 0755) == 0) {
-				/* Made again after an unload or a gc removed it: its record too. */
+				/* Made again after an unload or a gc removed it: its record and
+				 * the controllers its sandboxes' limits need too. */
 				char ns[NS_LEN + 1];
 				root_namespace(st, ns);
 				register_namespace(st, ns);
+				if (st->iso.limits_v2)
+					write_file(st->cg_root, "cgroup.subtree_control",
+						   "+memory +pids +cpu");
 			} else if (errno != EEXIST && errno != ENOENT) {
 				return -1;
 			}
@@ -158,10 +162,18 @@ static int try_root(local_state *st, const char *root, int mechanism)
 	int n = snprintf(st->cg_root, sizeof(st->cg_root), "%s/sbx/%s", root, ns);
 	if (n < 0 || (size_t)n >= sizeof(st->cg_root))
 		return 0;
-	if (mkdir_cg(st, st->cg_root) != 0)
-		return 0;
 	const char *probe = mechanism == LOCAL_KILL_CGROUP_V2 ? "cgroup.kill" : "freezer.state";
-	if (!exists(st->cg_root, probe) || access(st->cg_root, W_OK) != 0)
+	/* Another process's gc may remove the folder, still empty, between the mkdir and the
+	 * probe: made again then, rather than taken for a tree this process cannot use. */
+	int usable = 0;
+	for (int attempt = 0; attempt < 4 && !usable; attempt++) {
+		if (mkdir_cg(st, st->cg_root) != 0)
+			return 0;
+		usable = exists(st->cg_root, probe) && access(st->cg_root, W_OK) == 0;
+		if (!usable && access(st->cg_root, F_OK) == 0)
+			return 0;
+	}
+	if (!usable)
 		return 0;
 	st->kill_mechanism = mechanism;
 	register_namespace(st, ns);
@@ -585,6 +597,15 @@ static void sweep_own(const local_state *st)
 	closedir(d);
 }
 
+/* Drops namespace ns's record, once its folder is gone. */
+static void forget_namespace(const char *ns)
+{
+	char link[256];
+	int n = snprintf(link, sizeof(link), "%s/%s", NS_REGISTRY, ns);
+	if (n > 0 && (size_t)n < sizeof(link))
+		unlink(link);
+}
+
 void local_cg_release(const local_state *st)
 {
 	if (!st->cg_root[0] || rmdir(st->cg_root) != 0)
@@ -592,11 +613,9 @@ void local_cg_release(const local_state *st)
 	/* Another host on this root makes the folder again at its next create (mkdir_cg) and
 	 * removes it at its own unload; its record goes now, and gc's sweep only needs one for a
 	 * folder that exists. */
-	char ns[NS_LEN + 1], link[256];
+	char ns[NS_LEN + 1];
 	root_namespace(st, ns);
-	int n = snprintf(link, sizeof(link), "%s/%s", NS_REGISTRY, ns);
-	if (n > 0 && (size_t)n < sizeof(link))
-		unlink(link);
+	forget_namespace(ns);
 }
 
 void local_cg_sweep(const local_state *st)
@@ -624,17 +643,22 @@ void local_cg_sweep(const local_state *st)
 			continue;
 		if (strncmp(e->d_name, NS_PREFIX, strlen(NS_PREFIX)) == 0 &&
 		    all_hex(e->d_name + strlen(NS_PREFIX), NS_LEN - strlen(NS_PREFIX))) {
-			if (!namespace_dead(e->d_name))
+			if (!namespace_dead(e->d_name)) {
+				/* A live root's namespace with no sandbox cgroup in it, which hosts
+				 * left behind before they removed it at unload (local_cg_release):
+				 * the kernel refuses a populated one, and the root's hosts make it
+				 * again on demand. */
+				if (rmdir(path) == 0)
+					forget_namespace(e->d_name);
 				continue;
+			}
 			/* Another root's namespace, and that root was deleted: nobody can reach
 			 * these sandboxes any more. */
 			sbxs_host->log(SBX_LOG_INFO, "local",
 				       "removing cgroup %s: its sandbox root is gone", path);
 			reap_tree(st, path);
-			char link[256];
-			int k = snprintf(link, sizeof(link), "%s/%s", NS_REGISTRY, e->d_name);
-			if (k > 0 && (size_t)k < sizeof(link) && access(path, F_OK) != 0)
-				unlink(link);
+			if (access(path, F_OK) != 0)
+				forget_namespace(e->d_name);
 		} else if (all_hex(e->d_name, LOCAL_ID_LEN)) {
 			/* The layout before namespaces: nothing tells whose it is, so only
 			 * cgroups with no process left are removed (the kernel refuses the

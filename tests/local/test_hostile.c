@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,21 +432,27 @@ Test(local_hostile, shell_variable_names_the_running_shell)
 	}
 }
 
-/* The cgroup folder a sandbox root gets ("cgroup" in the plugin's info) into out; 0 under
- * the subreaper, which has none. */
-static int root_cgroup(char *out, size_t cap)
+/* The string `key` of the plugin's info into out (the root's cgroup folder is "cgroup", empty
+ * under the subreaper; its folder is "root"); 0 when it is empty. */
+static int info_string(const char *key, char *out, size_t cap)
 {
-	char *json = NULL;
+	char *json = NULL, pat[64];
 	cr_assert_eq(sbx_backend_info(host, "local", &json, &err), SBX_OK, "%s", err.message);
-	const char *k = strstr(json, "\"cgroup\":\"");
+	snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+	const char *k = strstr(json, pat);
 	cr_assert_not_null(k, "%s", json);
-	k += strlen("\"cgroup\":\"");
+	k += strlen(pat);
 	size_t n = strcspn(k, "\"");
 	cr_assert_lt(n, cap);
 	memcpy(out, k, n);
 	out[n] = '\0';
 	sbx_free(json);
 	return n > 0;
+}
+
+static int root_cgroup(char *out, size_t cap)
+{
+	return info_string("cgroup", out, cap);
 }
 
 static sbx_host *host_on(const char *dir, const char *mechanism)
@@ -510,6 +517,63 @@ Test(local_hostile, unload_leaves_no_cgroup_behind)
 	}
 	if (!tried)
 		cr_skip_test("no cgroup mechanism on this machine");
+}
+
+/* What hosts left behind before they removed their root's folder at unload: an empty
+ * namespace folder and its record. gc from any root removes them (and leaves a folder that
+ * still holds a sandbox); the root's next host makes them again. */
+Test(local_hostile, gc_removes_empty_namespaces_of_live_roots)
+{
+	start_host(PLAIN, NULL, NULL);
+	char cg[700], rec[300], root[700], real[PATH_MAX];
+	if (!root_cgroup(cg, sizeof(cg))) {
+		stop();
+		cr_skip_test("no cgroup here (subreaper)");
+	}
+	info_string("root", root, sizeof(root));
+	cr_assert_not_null(realpath(root, real), "%s", root);
+	snprintf(rec, sizeof(rec), "/run/sbx-local/%s", strrchr(cg, '/') + 1);
+	char old_dir[600];
+	snprintf(old_dir, sizeof(old_dir), "%s", state_dir);
+	stop();
+	cr_assert(access(cg, F_OK) != 0, "%s", cg);
+	/* An older host's leftovers. */
+	cr_assert_eq(mkdir(cg, 0755), 0, "%s: %s", cg, strerror(errno));
+	cr_assert_eq(symlink(real, rec), 0, "%s: %s", rec, strerror(errno));
+	/* A root whose sandbox is live. */
+	start_host(PLAIN, NULL, NULL);
+	char live_cg[700];
+	root_cgroup(live_cg, sizeof(live_cg));
+	sbx_host *busy = host, *gc_host;
+	char busy_id[SBX_ID_MAX];
+	memcpy(busy_id, id, sizeof(busy_id));
+	host = NULL, id[0] = '\0';
+	/* gc from a third root. */
+	start_host(PLAIN, NULL, NULL);
+	gc_host = host;
+	cr_assert_eq(sbx_gc(gc_host, 0, NULL, NULL, &err), SBX_OK, "%s", err.message);
+	cr_assert(access(cg, F_OK) != 0 && errno == ENOENT, "%s is still there", cg);
+	cr_assert(access(rec, F_OK) != 0 && errno == ENOENT, "%s is still there", rec);
+	cr_assert_eq(access(live_cg, F_OK), 0, "%s went with a sandbox in it", live_cg);
+	host = busy;
+	memcpy(id, busy_id, sizeof(id));
+	sbx_exec_result *r = sh("echo still");
+	cr_assert_str_eq(r->stdout_text, "still\n");
+	sbx_exec_result_free(r);
+	stop();
+	host = gc_host;
+	stop();
+	/* The first root again. */
+	host = host_on(old_dir, "auto");
+	sbx_create_opts c = {0};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, id, &err), SBX_OK, "%s", err.message);
+	r = sh("echo back");
+	cr_assert_str_eq(r->stdout_text, "back\n");
+	sbx_exec_result_free(r);
+	cr_assert_eq(access(cg, F_OK), 0, "%s", cg);
+	cr_assert_eq(access(rec, F_OK), 0, "%s", rec);
+	stop();
 }
 
 /* What create's env holds may be secret: meta.json, which keeps it, is the owner's only. */
