@@ -467,6 +467,22 @@ static sbx_host *host_on(const char *dir, const char *mechanism)
 	return h;
 }
 
+/* A host on dir runs a command in a new sandbox, and the root's folder cg and record rec are
+ * there again; the host is then stopped. */
+static void use_root_again(const char *dir, const char *mechanism, const char *cg, const char *rec)
+{
+	host = host_on(dir, mechanism);
+	sbx_create_opts c = {0};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, id, &err), SBX_OK, "%s", err.message);
+	sbx_exec_result *r = sh("echo again");
+	cr_assert_str_eq(r->stdout_text, "again\n");
+	sbx_exec_result_free(r);
+	cr_assert_eq(access(cg, F_OK), 0, "%s", cg);
+	cr_assert_eq(access(rec, F_OK), 0, "%s", rec);
+	stop();
+}
+
 /* A root's cgroup folder, and its record in /run/sbx-local, go when the last host using the
  * root unloads with no sandbox left; before, each state dir ever used left both behind for
  * good. A host still holding a sandbox there keeps them, and the next create brings them
@@ -504,15 +520,7 @@ Test(local_hostile, unload_leaves_no_cgroup_behind)
 		sbx_host_free(other);
 		cr_assert(access(cg, F_OK) != 0 && errno == ENOENT, "%s is still there", cg);
 		cr_assert(access(rec, F_OK) != 0 && errno == ENOENT, "%s is still there", rec);
-		/* The same root used again. */
-		host = host_on(state_dir, mechanisms[m]);
-		cr_assert_eq(sbx_create(host, &c, id, &err), SBX_OK, "%s", err.message);
-		r = sh("echo again");
-		cr_assert_str_eq(r->stdout_text, "again\n");
-		sbx_exec_result_free(r);
-		cr_assert_eq(access(cg, F_OK), 0, "%s", cg);
-		cr_assert_eq(access(rec, F_OK), 0, "%s", rec);
-		stop();
+		use_root_again(state_dir, mechanisms[m], cg, rec);
 		cr_assert(access(cg, F_OK) != 0 && errno == ENOENT, "%s is still there", cg);
 	}
 	if (!tried)
@@ -563,17 +571,7 @@ Test(local_hostile, gc_removes_empty_namespaces_of_live_roots)
 	stop();
 	host = gc_host;
 	stop();
-	/* The first root again. */
-	host = host_on(old_dir, "auto");
-	sbx_create_opts c = {0};
-	SBX_INIT_HEADER(c);
-	cr_assert_eq(sbx_create(host, &c, id, &err), SBX_OK, "%s", err.message);
-	r = sh("echo back");
-	cr_assert_str_eq(r->stdout_text, "back\n");
-	sbx_exec_result_free(r);
-	cr_assert_eq(access(cg, F_OK), 0, "%s", cg);
-	cr_assert_eq(access(rec, F_OK), 0, "%s", rec);
-	stop();
+	use_root_again(old_dir, "auto", cg, rec);
 }
 
 /* What create's env holds may be secret: meta.json, which keeps it, is the owner's only. */

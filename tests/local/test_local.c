@@ -533,16 +533,30 @@ Test(local_exec, subreaper_helper_is_its_own_program)
 	check_command_parent("subreaper", want);
 }
 
+/* The plugin copied alone into a new folder dir (its programs not beside it), at copy. */
+static void copy_plugin_alone(char *dir, size_t dir_cap, char *copy, size_t copy_cap)
+{
+	char cmd[1600];
+	snprintf(dir, dir_cap, "%s/local-test-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(copy, copy_cap, "%s/sbx-local.so", dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", SBX_LOCAL_SO, copy);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static void remove_folder(const char *dir)
+{
+	char cmd[1600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
 /* A plugin installed without sbx-local-exec beside it: an exec under the subreaper fails with
  * what to do, and loses nothing (the sandbox stays usable through files). */
 Test(local_exec, subreaper_without_its_helper_says_so)
 {
-	char dir[600], copy[700], cmd[1600];
-	snprintf(dir, sizeof(dir), "%s/local-test-XXXXXX", BUILD_DIR);
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(copy, sizeof(copy), "%s/sbx-local.so", dir);
-	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", SBX_LOCAL_SO, copy);
-	cr_assert_eq(system(cmd), 0);
+	char dir[600], copy[700];
+	copy_plugin_alone(dir, sizeof(dir), copy, sizeof(copy));
 	load_from(copy, "subreaper");
 	char id[64];
 	create(id);
@@ -555,8 +569,7 @@ Test(local_exec, subreaper_without_its_helper_says_so)
 		     err.message);
 	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
 	unload();
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	remove_folder(dir);
 }
 
 /* Loads the plugin at so with isolation: namespaces; returns init's status (err holds its
@@ -578,19 +591,14 @@ Test(local_plugin, isolation_without_its_init_says_so)
 		cr_skip_test("%s", err.message); /* the level cannot run on this machine */
 	}
 	unload();
-	char dir[600], copy[700], cmd[1600];
-	snprintf(dir, sizeof(dir), "%s/local-test-XXXXXX", BUILD_DIR);
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(copy, sizeof(copy), "%s/sbx-local.so", dir);
-	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", SBX_LOCAL_SO, copy);
-	cr_assert_eq(system(cmd), 0);
+	char dir[600], copy[700];
+	copy_plugin_alone(dir, sizeof(dir), copy, sizeof(copy));
 	cr_assert_eq(load_isolated(copy), SBX_E_CONFIG);
 	cr_assert_str_eq(err.message, "local: isolation: namespaces needs sbx-local-init beside "
 				      "the plugin, and it is not there; reinstall sbx's local "
 				      "plugin");
 	dlclose(dl);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	remove_folder(dir);
 }
 
 Test(local_exec, cgroup_command_parent_is_the_host)
