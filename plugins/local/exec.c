@@ -206,10 +206,11 @@ static const char *find_shell(const char *path, const local_join *j, char *buf, 
  * tree of its own (rootfs: DIR, image), its image's Env or the base, never the host's; then
  * what create saved, the request's, PWD and the tags. On the base, SHELL names the shell that
  * runs shell commands with the final PATH, unless create or the call set it: bash started
- * without SHELL looks its user up in the passwd database to fill it in, at every command. */
+ * without SHELL looks its user up in the passwd database to fill it in, at every command.
+ * That shell's path is left in `shell` (empty when SHELL was not set here). */
 static int build_env(const local_state *st, const char *id, const char *work, const char *cwd,
 		     const char *exec_tag, const sbx_exec_request *req, const local_join *j,
-		     strv *env, sbx_error *err)
+		     strv *env, char *shell, size_t shell_cap, sbx_error *err)
 {
 	const sbx_host_api *h = sbxs_host;
 	char **saved = NULL;
@@ -253,10 +254,8 @@ static int build_env(const local_state *st, const char *id, const char *work, co
 	for (uint32_t i = 0; i < req->n_env; i++)
 		if (strv_set2(env, req->env[i].key, req->env[i].value) != 0)
 			goto nomem;
-	char shell[4200];
 	if (base && !strv_get(env, "SHELL") &&
-	    strv_set2(env, "SHELL", find_shell(strv_get(env, "PATH"), j, shell, sizeof(shell))) !=
-		0)
+	    strv_set2(env, "SHELL", find_shell(strv_get(env, "PATH"), j, shell, shell_cap)) != 0)
 		goto nomem;
 	if (strv_set2(env, "PWD", cwd) != 0 || strv_set2(env, TAG_ENV, id) != 0 ||
 	    strv_set2(env, EXEC_TAG_ENV, exec_tag) != 0)
@@ -546,7 +545,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 {
 	const sbx_host_api *h = sbxs_host;
 	local_state *st = state;
-	char work[1200], cwd[4200], cg[1400] = "", shell_buf[4200];
+	char work[1200], cwd[4200], cg[1400] = "", shell_buf[4200] = "";
 	strv env = {0};
 	char **argv = NULL;
 	run r = {.child = -1,
@@ -597,7 +596,8 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 	rc = local_join_prepare(st, id, &join, err);
 	if (rc == SBX_OK)
-		rc = build_env(st, id, work, cwd, exec_tag, req, &join, &env, err);
+		rc = build_env(st, id, work, cwd, exec_tag, req, &join, &env, shell_buf,
+			       sizeof(shell_buf), err);
 	if (rc != SBX_OK)
 		goto out;
 	p.join = join.active ? &join : NULL;
@@ -606,8 +606,10 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		argv = calloc(4, sizeof(*argv));
 		if (!argv)
 			goto nomem;
-		argv[0] =
-		    (char *)find_shell(strv_get(&env, "PATH"), &join, shell_buf, sizeof(shell_buf));
+		/* build_env found it already when it named it in SHELL (the same PATH). */
+		argv[0] = shell_buf[0] ? shell_buf
+				       : (char *)find_shell(strv_get(&env, "PATH"), &join,
+							    shell_buf, sizeof(shell_buf));
 		argv[1] = "-c";
 		argv[2] = (char *)req->shell;
 	}
