@@ -5,7 +5,7 @@ set -eu
 pkgs="build-essential cmake pkg-config clang-format clang libclang-rt-14-dev git ca-certificates curl openssl
 libyaml-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev libarchive-dev libssl-dev
 libcriterion-dev podman runc busybox-static uidmap slirp4netns fuse-overlayfs
-bubblewrap docker.io python3 python3-venv python3-pip python3-setuptools
+bubblewrap musl-tools docker.io python3 python3-venv python3-pip python3-setuptools
 dpkg-dev debhelper dh-python lintian mmdebstrap"
 missing=""
 for p in $pkgs; do
