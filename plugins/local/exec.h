@@ -12,5 +12,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		  sbx_error *err);
 /* Kills processes whose environment names this sandbox (the tracking used when no cgroup). */
 void local_kill_tagged(const char *id);
+/* Waits for the subreaper helpers whose exit was left to reap later (fini). */
+void local_exec_reap_all(void);
 
 #endif

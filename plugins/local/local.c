@@ -211,6 +211,7 @@ fail:
 static void local_fini(void *state)
 {
 	local_state *st = state;
+	local_exec_reap_all();
 	local_cg_spares_drop(st, NULL);
 	local_cg_release(st);
 	local_limits_release(st);

@@ -2,13 +2,16 @@
  * services table, so the plugin's own guarantees (tree kill by every mechanism, confinement of
  * files, pause/resume, labels) are pinned independently of the host. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -531,6 +534,63 @@ Test(local_exec, subreaper_helper_is_its_own_program)
 	char want[1024];
 	helper_path(want, sizeof(want));
 	check_command_parent("subreaper", want);
+}
+
+/* This process's children, zombies included: the entries of /proc whose parent it is. */
+static int count_children(void)
+{
+	DIR *d = opendir("/proc");
+	cr_assert_not_null(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[300], st[512];
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t got = fread(st, 1, sizeof(st) - 1, f);
+		fclose(f);
+		st[got] = '\0';
+		const char *paren = strrchr(st, ')');
+		char state_c;
+		int ppid;
+		if (paren && sscanf(paren + 1, " %c %d", &state_c, &ppid) == 2 && ppid == getpid())
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Under the subreaper an exec returns once it has its command's status, without waiting for
+ * its helper to exit: later execs reap the helpers that ended, and fini the rest. A harness
+ * that reaps every child itself (waitpid(-1)) takes one from under the plugin, which neither
+ * waits for it forever nor reaps anything else. */
+Test(local_exec, subreaper_helpers_are_reaped, .timeout = 60)
+{
+	load("subreaper");
+	char id[64];
+	create(id);
+	capture c;
+	sbx_exec_outcome o;
+	for (int i = 0; i < 100; i++) {
+		cr_assert_eq(run(id, "echo hi", 0, &c, &o), SBX_OK, "%s", err.message);
+		cr_assert_str_eq(c.out, "hi\n");
+		cr_assert_eq(o.exit_code, 0);
+	}
+	int left = count_children();
+	cr_assert_lt(left, 50, "%d helpers of 100 execs are not reaped", left);
+	cr_assert_eq(run(id, "echo again", 0, &c, &o), SBX_OK, "%s", err.message);
+	pid_t w = waitpid(-1, NULL, 0);
+	cr_assert(w > 0 || errno == ECHILD, "waitpid: %s", strerror(errno));
+	cr_assert_eq(run(id, "echo after", 0, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(c.out, "after\n");
+	cr_assert_eq(o.exit_code, 0);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
+	unload();
+	cr_assert_eq(count_children(), 0);
 }
 
 /* The plugin copied alone into a new folder dir (its programs not beside it), at copy. */
