@@ -25,6 +25,12 @@ typedef struct local_child_report {
 	int err;
 } local_child_report;
 
+/* What the subreaper helper writes on its status pipe once its command exited. */
+typedef struct local_exit_report {
+	int status;    /* the command's wait status */
+	int leftovers; /* 0: nothing of the command's tree was left at its exit */
+} local_exit_report;
+
 /* What an exec needs to join a sandbox of the isolated level: prepared by the parent, used
  * by the child. */
 #define LOCAL_JOIN_PROCS 3

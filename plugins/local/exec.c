@@ -314,6 +314,7 @@ typedef struct run {
 	int status_r, control_w;
 	int helper;    /* the command runs under the subreaper helper (sbx-local-exec) */
 	int helper_fd; /* its pidfd, or -1 */
+	int leftovers; /* 0 once the helper said nothing of the tree outlived the command */
 	int exited;
 	int status;
 	const uint8_t *in_data;
@@ -342,10 +343,11 @@ static void check_exit(const local_state *st, run *r)
 	if (r->exited)
 		return;
 	if (r->helper) {
-		int status;
-		ssize_t n = read(r->status_r, &status, sizeof(status));
-		if (n == (ssize_t)sizeof(status)) {
-			r->status = status;
+		local_exit_report er;
+		ssize_t n = read(r->status_r, &er, sizeof(er));
+		if (n == (ssize_t)sizeof(er)) {
+			r->status = er.status;
+			r->leftovers = er.leftovers;
 			r->exited = 1;
 		} else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 			/* The helper died unasked: the command (or someone) killed it. */
@@ -623,12 +625,13 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 {
 	const sbx_host_api *h = sbxs_host;
 	local_state *st = state;
-	char work[1200], cwd[4200], cg[1400] = "", shell_buf[4200] = "";
+	char work[1200], cwd[4200], cg[1400] = "", shell_buf[4200] = "", mark[1300] = "";
 	strv env = {0};
 	char **argv = NULL;
 	run r = {.child = -1,
 		 .pidfd = -1,
 		 .helper_fd = -1,
+		 .leftovers = 1,
 		 .out_r = -1,
 		 .err_r = -1,
 		 .in_w = -1,
@@ -739,6 +742,30 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 			goto out;
 		if ((p.cg_fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 			goto io;
+	}
+
+	/* Under the subreaper only its tag finds what a command leaves running, and the search
+	 * reads the environment of every process on the machine. A mark in the sandbox's
+	 * running/ folder says this exec may have left something; it goes once the helper says
+	 * the command's tree was empty at its exit (or after the kill). Destroy searches unless
+	 * the folder is there and empty (local_exec_none_left). A mark that cannot be made
+	 * takes the folder with it, so that destroy searches. */
+	if (r.helper && st->iso.level == LOCAL_ISO_PLAIN) {
+		sbx_error ignored;
+		if (local_path(st, id, "running", mark, sizeof(mark), &ignored) == SBX_OK) {
+			size_t ml = strlen(mark);
+			snprintf(mark + ml, sizeof(mark) - ml, "/%s", strchr(exec_tag, '.') + 1);
+			int fd = open(mark, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			if (fd >= 0) {
+				close(fd);
+			} else {
+				if (errno != ENOENT) {
+					mark[ml] = '\0';
+					rmdir(mark);
+				}
+				mark[0] = '\0';
+			}
+		}
 	}
 
 	int64_t start = now_ms();
@@ -910,18 +937,22 @@ finish:
 		start_sink(st, &r, cg);
 	if (r.helper) {
 		if (!r.exited) {
-			int status;
+			local_exit_report er;
 			fcntl(r.status_r, F_SETFL, 0);
-			ssize_t n = read(r.status_r, &status, sizeof(status));
-			r.status = n == (ssize_t)sizeof(status) ? status : SIGKILL;
+			ssize_t n = read(r.status_r, &er, sizeof(er));
+			r.status = n == (ssize_t)sizeof(er) ? er.status : SIGKILL;
 			r.exited = 1;
 		}
+		int hs = 0;
 		if (r.helper_fd >= 0 && !kill_tree && !r.lost) {
 			reap_later(r.helper_fd); /* it exits on its own now (helper/main.c) */
 			r.helper_fd = -1;
-		} else {
-			waitpid(r.child, NULL, 0);
+		} else if (waitpid(r.child, &hs, 0) == r.child && kill_tree && WIFEXITED(hs) &&
+			   WEXITSTATUS(hs) == 0) {
+			r.leftovers = 0; /* it killed the tree and saw it gone */
 		}
+		if (mark[0] && !r.lost && !r.leftovers)
+			unlink(mark);
 	} else if (r.child > 0) {
 		int status;
 		if (waitpid(r.child, &status, 0) == r.child && !r.exited) {
@@ -974,6 +1005,14 @@ out:
 	free(argv);
 	strv_free(&env);
 	return rc;
+}
+
+int local_exec_none_left(const local_state *st, const char *id)
+{
+	char path[1300];
+	sbx_error ignored;
+	return local_path(st, id, "running", path, sizeof(path), &ignored) == SBX_OK &&
+	       rmdir(path) == 0;
 }
 
 /* Reads /proc/<pid>/environ; 1 when it holds `tag`. */

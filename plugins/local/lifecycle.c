@@ -73,8 +73,13 @@ int local_create(void *state, const sbx_create_spec *spec, char *id_buf, size_t 
 					  "isolation: namespaces a sandbox sees a tree of its own");
 		goto fail;
 	}
+	/* running/: the marks of execs that may have left processes (exec.c). */
+	char running[1300];
+	snprintf(running, sizeof(running), "%s/running", staging);
 	if (mkdir(staging, 0700) != 0 ||
-	    (share[0] ? symlink(share, work) : mkdir(work, 0700)) != 0) {
+	    (share[0] ? symlink(share, work) : mkdir(work, 0700)) != 0 ||
+	    (st->kill_mechanism == LOCAL_KILL_SUBREAPER && st->iso.level == LOCAL_ISO_PLAIN &&
+	     mkdir(running, 0700) != 0)) {
 		rc = sbxs_host->set_error(err, SBX_E_IO, "local: create: cannot create %s: %s",
 					  work, strerror(errno));
 		local_rmtree(staging);
@@ -111,7 +116,7 @@ int local_destroy(void *state, const char *id, sbx_error *err)
 	if (lstat(dir, &sb) != 0 && errno == ENOENT)
 		return SBX_OK; /* not under this root: gone, or another root's, left alone */
 	kill_sandbox(st, id);
-	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER)
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER && !local_exec_none_left(st, id))
 		local_kill_tagged(id); /* no cgroup: find its processes by their tag */
 	int e = local_rmtree(dir);
 	if (e != 0)

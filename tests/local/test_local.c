@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -591,6 +592,130 @@ Test(local_exec, subreaper_helpers_are_reaped, .timeout = 60)
 	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK);
 	unload();
 	cr_assert_eq(count_children(), 0);
+}
+
+/* The entries of sandbox id's running/ folder (its execs' marks), -1 when it is absent. */
+static int count_marks(const char *id)
+{
+	char path[1300];
+	snprintf(path, sizeof(path), "%s/local/%s/running", state_dir, id);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* A sleep started by the test itself, tagged as sandbox id's processes are. */
+static pid_t start_tagged(const char *id)
+{
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char tag[128];
+		snprintf(tag, sizeof(tag), "SBX_LOCAL_SANDBOX=%s", id);
+		char *argv[] = {"sleep", "300", NULL}, *envp[] = {tag, NULL};
+		execve("/bin/sleep", argv, envp);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) { /* until it runs sleep, with its tag */
+		char exe[64], link[300] = "";
+		snprintf(exe, sizeof(exe), "/proc/%ld/exe", (long)pid);
+		ssize_t k = readlink(exe, link, sizeof(link) - 1);
+		if (k > 0 && strstr(link, "sleep"))
+			break;
+		usleep(10000);
+	}
+	return pid;
+}
+
+/* 1 when pid, our child, was killed by SIGKILL within 10 s; 0 when it still runs (then it is
+ * killed and reaped here). */
+static int was_killed(pid_t pid)
+{
+	for (int i = 0; i < 1000; i++) {
+		int ws;
+		if (waitpid(pid, &ws, WNOHANG) == pid)
+			return WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL;
+		if (i == 100) { /* a second: long enough for a destroy that looks */
+			kill(pid, SIGKILL);
+			waitpid(pid, &ws, 0);
+			return 0;
+		}
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* Under the subreaper a sandbox's running/ folder holds a mark per exec that may have left
+ * a process: none once a command's tree ended with it (or was killed on a timeout), one for
+ * an exec that left something. Destroy looks for the sandbox's processes by their tag unless
+ * the folder is there and empty: an exec that left something, a mark a host that died left,
+ * and a sandbox made before the marks (no folder) all get the search. */
+Test(local_exec, subreaper_marks_execs_that_leave_processes, .timeout = 90)
+{
+	load("subreaper");
+	char id[64];
+	capture c;
+	sbx_exec_outcome o;
+
+	/* Clean execs leave no mark; destroy then trusts the folder. */
+	create(id);
+	cr_assert_eq(count_marks(id), 0);
+	cr_assert_eq(run(id, "echo hi", 0, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(c.out, "hi\n");
+	cr_assert_eq(count_marks(id), 0);
+	cr_assert_eq(run(id, "sleep 30", 300, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert(o.timed_out);
+	cr_assert_eq(count_marks(id), 0, "the killed tree left its mark");
+	pid_t planted = start_tagged(id);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
+	cr_assert_not(was_killed(planted), "destroy searched though no exec left anything");
+
+	/* An exec that leaves a process keeps its mark, and destroy kills what it left. */
+	create(id);
+	cr_assert_eq(run(id, "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!", 0, &c, &o),
+		     SBX_OK, "%s", err.message);
+	long left = atol(c.out);
+	cr_assert_gt(left, 0, "%s", c.out);
+	cr_assert_eq(count_marks(id), 1);
+	cr_assert_eq(kill((pid_t)left, 0), 0);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
+	int gone = 0;
+	for (int i = 0; i < 1000 && !gone; i++) {
+		gone = kill((pid_t)left, 0) != 0;
+		if (!gone)
+			usleep(10000);
+	}
+	cr_assert(gone, "destroy left the exec's process %ld", left);
+
+	/* A mark a dead host left: destroy searches. */
+	create(id);
+	char path[1400];
+	snprintf(path, sizeof(path), "%s/local/%s/running/0123456789abcdef", state_dir, id);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	close(fd);
+	planted = start_tagged(id);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
+	cr_assert(was_killed(planted), "destroy did not search with a mark left");
+
+	/* A sandbox without the folder (an older sbx made it): destroy searches, and its execs
+	 * run as before. */
+	create(id);
+	snprintf(path, sizeof(path), "%s/local/%s/running", state_dir, id);
+	cr_assert_eq(rmdir(path), 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(run(id, "echo old", 0, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_str_eq(c.out, "old\n");
+	cr_assert_eq(count_marks(id), -1);
+	planted = start_tagged(id);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
+	cr_assert(was_killed(planted), "destroy did not search a sandbox without marks");
+	unload();
 }
 
 /* The plugin copied alone into a new folder dir (its programs not beside it), at copy. */

@@ -13,7 +13,8 @@
  *   0 1 2   the command's stdin, stdout, stderr
  *   3       report pipe: a failed set-up, as {stage, errno}; end of file once the command
  *           has execed
- *   4       status pipe: the command's wait status once it exited
+ *   4       status pipe: the command's wait status once it exited, and whether anything of
+ *           its tree was left then (local_exit_report)
  *   5       control pipe: 'K' kills the tree; end of file after the status lets the
  *           leftovers live on (they are reparented above us when we exit)
  *   6       the cwd, opened beneath the sandbox's work dir (else -c PATH)
@@ -214,14 +215,22 @@ static void watch(pid_t cmd)
 		struct pollfd pfd[2] = {{.fd = FD_CONTROL, .events = POLLIN},
 					{.fd = reported ? -1 : cmd_fd, .events = POLLIN}};
 		int pr = poll(pfd, 2, reported || cmd_fd >= 0 ? -1 : 5);
-		int status;
+		int status, cmd_status = 0, cmd_ended = 0;
 		pid_t w;
 		while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
 			if (w == cmd && !reported) {
-				ssize_t wr = write(FD_STATUS, &status, sizeof(status));
-				(void)wr;
-				reported = 1;
+				cmd_status = status;
+				cmd_ended = 1;
 			}
+		}
+		if (cmd_ended) {
+			/* The command's orphans were ours before it exited, so no child left
+			 * means no descendant left. */
+			local_exit_report er = {.status = cmd_status,
+						.leftovers = !(w < 0 && errno == ECHILD)};
+			ssize_t wr = write(FD_STATUS, &er, sizeof(er));
+			(void)wr;
+			reported = 1;
 		}
 		if (pr > 0 && pfd[0].revents) {
 			char c = 0;
@@ -240,12 +249,12 @@ static void watch(pid_t cmd)
 			;
 		/* No child left means no descendant left: every orphan is reparented to us. */
 		if (waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD)
-			break;
+			_exit(0); /* the host reads 0 as the tree gone */
 		kill_descendants();
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}
-	_exit(0);
+	_exit(1);
 }
 
 /* The command's own process until its exec, on a stack of its own. */
