@@ -22,7 +22,8 @@
  *
  * `bench_rollout N ROUNDS T...` (defaults 1000 1 4 16 64). Sandboxes and the floor's folders
  * live under $SBX_STATE_DIR (put it on tmpfs). SBX_BENCH_COMMANDS=K runs K `echo hi` per task
- * (default 1) in every kind, as a rollout runs many commands per sandbox. */
+ * (default 1) in every kind, as a rollout runs many commands per sandbox; SBX_BENCH_CONFIG=FILE
+ * gives the C API, `sbx rollout` and AsyncHost that config (e.g. kill_mechanism: subreaper). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -421,6 +422,8 @@ static void one_concurrency(setup *s, const int *kinds, int n_kinds, int rounds)
 	    hcpu[MAX_ROUNDS][N_KINDS];
 	for (int r = 0; r < rounds; r++) {
 		double l0 = load_average();
+		for (int k = 0; k < N_KINDS; k++) /* a kind not run is not there, not 0 s */
+			secs[r][k] = tot[r][k] = hcpu[r][k] = -1;
 		for (int j = 0; j < n_kinds; j++) {
 			int k = kinds[(j + r) % n_kinds];
 			secs[r][k] = run_kind(k, s);
@@ -531,8 +534,17 @@ int main(int argc, char **argv)
 	}
 	/* The children find this build's library and plugins. */
 	setenv("SBX_LIBRARY", SBX_BENCH_LIBRARY, 0);
+	/* $SBX_BENCH_CONFIG selects another config (kill_mechanism: subreaper, as in most
+	 * containers) for the C API, `sbx rollout` ($SBX_CONFIG) and AsyncHost; NexAU/sbx keeps
+	 * the drop-in's own. */
+	const char *config = getenv("SBX_BENCH_CONFIG");
+	if (config)
+		setenv("SBX_CONFIG", config, 1);
+	sbx_host_options ho = {0};
+	SBX_INIT_HEADER(ho);
+	ho.config_path = config;
 	sbx_error err = {0};
-	if (sbx_host_new(NULL, &host, &err) != SBX_OK) {
+	if (sbx_host_new(&ho, &host, &err) != SBX_OK) {
 		fprintf(stderr, "bench_rollout: %s\n", err.message);
 		return 1;
 	}

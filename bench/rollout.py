@@ -28,7 +28,8 @@ def run_asynchost(n, t):
     import sbx
 
     async def main():
-        host = sbx.AsyncHost(max_workers=max(t, 1) * 3)
+        host = sbx.AsyncHost(os.environ.get("SBX_BENCH_CONFIG") or None,
+                             max_workers=max(t, 1) * 3)
         gate = asyncio.Semaphore(t)
         bad = 0
 
