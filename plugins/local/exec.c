@@ -405,9 +405,17 @@ static void reap_owed_locked(void)
 	n_owed = k;
 }
 
-/* Takes pidfd (of a helper that is about to exit) and reaps it now or later. */
-static void reap_later(int pidfd)
+/* Takes pidfd (of helper pid, which is about to exit) and reaps it now or later. */
+static void reap_later(int pidfd, pid_t pid)
 {
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG | WNOWAIT) != 0 &&
+	    errno == EINVAL) {
+		close(pidfd); /* a kernel before 5.4: pidfd_open, but no waitid on it */
+		waitpid(pid, NULL, 0);
+		return;
+	}
 	int oldest = -1;
 	pthread_mutex_lock(&owed_lock);
 	reap_owed_locked();
@@ -945,7 +953,7 @@ finish:
 		}
 		int hs = 0;
 		if (r.helper_fd >= 0 && !kill_tree && !r.lost) {
-			reap_later(r.helper_fd); /* it exits on its own now (helper/main.c) */
+			reap_later(r.helper_fd, r.child); /* it exits on its own (helper/main.c) */
 			r.helper_fd = -1;
 		} else if (waitpid(r.child, &hs, 0) == r.child && kill_tree && WIFEXITED(hs) &&
 			   WEXITSTATUS(hs) == 0) {
@@ -990,6 +998,8 @@ io:
 nomem:
 	rc = h->set_error(err, SBX_E_NOMEM, "local: exec: out of memory");
 out:
+	if (mark[0] && r.helper && r.child < 0)
+		unlink(mark); /* no helper started: nothing can have been left */
 	close_fd(&r.pidfd);
 	close_fd(&r.helper_fd);
 	close_fd(&r.out_r);
