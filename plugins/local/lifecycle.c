@@ -76,12 +76,17 @@ int local_create(void *state, const sbx_create_spec *spec, char *id_buf, size_t 
 	/* running/: the marks of execs that may have left processes (exec.c). */
 	char running[1300];
 	snprintf(running, sizeof(running), "%s/running", staging);
-	if (mkdir(staging, 0700) != 0 ||
-	    (share[0] ? symlink(share, work) : mkdir(work, 0700)) != 0 ||
-	    (st->kill_mechanism == LOCAL_KILL_SUBREAPER && st->iso.level == LOCAL_ISO_PLAIN &&
-	     mkdir(running, 0700) != 0)) {
+	const char *made = work;
+	int failed =
+	    mkdir(staging, 0700) != 0 || (share[0] ? symlink(share, work) : mkdir(work, 0700)) != 0;
+	if (!failed && st->kill_mechanism == LOCAL_KILL_SUBREAPER &&
+	    st->iso.level == LOCAL_ISO_PLAIN) {
+		made = running;
+		failed = mkdir(running, 0700) != 0;
+	}
+	if (failed) {
 		rc = sbxs_host->set_error(err, SBX_E_IO, "local: create: cannot create %s: %s",
-					  work, strerror(errno));
+					  made, strerror(errno));
 		local_rmtree(staging);
 		goto fail;
 	}
