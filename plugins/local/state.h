@@ -52,7 +52,7 @@ typedef struct local_iso {
 } local_iso;
 
 typedef struct local_state {
-	char root[1024];      /* folder holding <id>/work and <id>/meta.json */
+	char root[1024];      /* folder holding <id>/work, <id>/meta.json (and <id>/running) */
 	char cg_root[512];    /* <mount>/sbx/<root hash>, holding <id>/... ("" for the subreaper) */
 	int kill_mechanism;   /* LOCAL_KILL_* */
 	int inherit_env;      /* start each exec from the host process environment */
