@@ -383,13 +383,14 @@ static size_t n_owed;
 #define P_PIDFD 3
 #endif
 
-/* 1 once the process behind pidfd is reaped (or is not ours to reap any more). */
+/* 1 once the process behind pidfd is reaped (or is not ours to reap any more), 0 while it
+ * runs, -1 on a kernel that cannot wait on a pidfd (before 5.4; pidfd_open came in 5.3). */
 static int reaped(int pidfd, int options)
 {
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
 	if (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED | options) != 0)
-		return errno != EINTR;
+		return errno == EINVAL ? -1 : errno != EINTR;
 	return si.si_pid != 0;
 }
 
@@ -408,18 +409,16 @@ static void reap_owed_locked(void)
 /* Takes pidfd (of helper pid, which is about to exit) and reaps it now or later. */
 static void reap_later(int pidfd, pid_t pid)
 {
-	siginfo_t si;
-	memset(&si, 0, sizeof(si));
-	if (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG | WNOWAIT) != 0 &&
-	    errno == EINVAL) {
-		close(pidfd); /* a kernel before 5.4: pidfd_open, but no waitid on it */
+	int done = reaped(pidfd, WNOHANG);
+	if (done < 0) {
+		close(pidfd);
 		waitpid(pid, NULL, 0);
 		return;
 	}
 	int oldest = -1;
 	pthread_mutex_lock(&owed_lock);
 	reap_owed_locked();
-	if (!reaped(pidfd, WNOHANG)) {
+	if (!done) {
 		if (n_owed == OWED_MAX) {
 			oldest = owed[0];
 			memmove(owed, owed + 1, (n_owed - 1) * sizeof(*owed));
