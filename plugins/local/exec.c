@@ -759,7 +759,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	 * takes the folder with it, so that destroy searches. */
 	if (r.helper && st->iso.level == LOCAL_ISO_PLAIN) {
 		sbx_error ignored;
-		if (local_path(st, id, "running", mark, sizeof(mark), &ignored) == SBX_OK) {
+		if (local_path(st, id, LOCAL_RUNNING_DIR, mark, sizeof(mark), &ignored) == SBX_OK) {
 			size_t ml = strlen(mark);
 			snprintf(mark + ml, sizeof(mark) - ml, "/%s", strchr(exec_tag, '.') + 1);
 			int fd = open(mark, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -1016,12 +1016,11 @@ out:
 	return rc;
 }
 
-int local_exec_none_left(const local_state *st, const char *id)
+int local_exec_none_left(const char *dir)
 {
 	char path[1300];
-	sbx_error ignored;
-	return local_path(st, id, "running", path, sizeof(path), &ignored) == SBX_OK &&
-	       rmdir(path) == 0;
+	int n = snprintf(path, sizeof(path), "%s/" LOCAL_RUNNING_DIR, dir);
+	return n > 0 && (size_t)n < sizeof(path) && rmdir(path) == 0;
 }
 
 /* Reads /proc/<pid>/environ; 1 when it holds `tag`. */

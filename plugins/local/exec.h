@@ -8,15 +8,13 @@
 
 #include <sbx/plugin.h>
 
-#include "state.h"
-
 int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_exec_outcome *out,
 		  sbx_error *err);
 /* Kills processes whose environment names this sandbox (the tracking used when no cgroup). */
 void local_kill_tagged(const char *id);
-/* 1 when no exec of sandbox id under the subreaper can have left a process: its running/
- * folder is there and empty (and is removed). 0: search by its tag. */
-int local_exec_none_left(const local_state *st, const char *id);
+/* 1 when no exec under the subreaper can have left a process in the sandbox at folder dir:
+ * its running/ folder is there and empty (and is removed). 0: search by its tag. */
+int local_exec_none_left(const char *dir);
 /* Waits for the subreaper helpers whose exit was left to reap later (fini). */
 void local_exec_reap_all(void);
 

@@ -73,14 +73,14 @@ int local_create(void *state, const sbx_create_spec *spec, char *id_buf, size_t 
 					  "isolation: namespaces a sandbox sees a tree of its own");
 		goto fail;
 	}
-	/* running/: the marks of execs that may have left processes (exec.c). */
 	char running[1300];
-	snprintf(running, sizeof(running), "%s/running", staging);
 	const char *made = work;
 	int failed =
 	    mkdir(staging, 0700) != 0 || (share[0] ? symlink(share, work) : mkdir(work, 0700)) != 0;
 	if (!failed && st->kill_mechanism == LOCAL_KILL_SUBREAPER &&
 	    st->iso.level == LOCAL_ISO_PLAIN) {
+		/* The marks of execs that may leave processes (exec.c). */
+		snprintf(running, sizeof(running), "%s/" LOCAL_RUNNING_DIR, staging);
 		made = running;
 		failed = mkdir(running, 0700) != 0;
 	}
@@ -121,7 +121,7 @@ int local_destroy(void *state, const char *id, sbx_error *err)
 	if (lstat(dir, &sb) != 0 && errno == ENOENT)
 		return SBX_OK; /* not under this root: gone, or another root's, left alone */
 	kill_sandbox(st, id);
-	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER && !local_exec_none_left(st, id))
+	if (st->kill_mechanism == LOCAL_KILL_SUBREAPER && !local_exec_none_left(dir))
 		local_kill_tagged(id); /* no cgroup: find its processes by their tag */
 	int e = local_rmtree(dir);
 	if (e != 0)

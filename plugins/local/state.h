@@ -12,6 +12,9 @@
 
 #define LOCAL_ID_LEN 16 /* hex digits of a backend id */
 
+/* <id>/running under the subreaper: a mark per exec that may have left a process (exec.c). */
+#define LOCAL_RUNNING_DIR "running"
+
 /* How a command's whole process tree is killed. */
 #define LOCAL_KILL_CGROUP_V2 1
 #define LOCAL_KILL_FREEZER   2
