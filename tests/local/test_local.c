@@ -537,6 +537,23 @@ Test(local_exec, subreaper_helper_is_its_own_program)
 	check_command_parent("subreaper", want);
 }
 
+/* The state letter and parent of process pid (a /proc entry's name) from /proc/PID/stat:
+ * 1, or -1 when there is no such process (0: not read). */
+static int proc_stat(const char *pid, char *state_c, long *ppid)
+{
+	char path[300], st[512];
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t got = fread(st, 1, sizeof(st) - 1, f);
+	fclose(f);
+	st[got] = '\0';
+	/* The command name may hold spaces and parentheses: fields start after the last ')'. */
+	const char *paren = strrchr(st, ')');
+	return paren && sscanf(paren + 1, " %c %ld", state_c, ppid) == 2;
+}
+
 /* This process's children, zombies included: the entries of /proc whose parent it is. */
 static int count_children(void)
 {
@@ -545,20 +562,10 @@ static int count_children(void)
 	int n = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		char path[300], st[512];
-		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		size_t got = fread(st, 1, sizeof(st) - 1, f);
-		fclose(f);
-		st[got] = '\0';
-		const char *paren = strrchr(st, ')');
 		char state_c;
-		int ppid;
-		if (paren && sscanf(paren + 1, " %c %d", &state_c, &ppid) == 2 && ppid == getpid())
+		long ppid;
+		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
+		    proc_stat(e->d_name, &state_c, &ppid) == 1 && ppid == (long)getpid())
 			n++;
 	}
 	closedir(d);
@@ -614,18 +621,13 @@ static int count_marks(const char *id)
  * orphan's new parent may be an init that reaps late). */
 static int is_dead(pid_t pid)
 {
+	char name[24], state_c;
+	long ppid;
+	snprintf(name, sizeof(name), "%ld", (long)pid);
 	if (kill(pid, 0) != 0)
 		return 1;
-	char path[64], st[512];
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 1;
-	size_t got = fread(st, 1, sizeof(st) - 1, f);
-	fclose(f);
-	st[got] = '\0';
-	const char *paren = strrchr(st, ')');
-	return paren && paren[1] == ' ' && paren[2] == 'Z';
+	int r = proc_stat(name, &state_c, &ppid);
+	return r < 0 || (r == 1 && state_c == 'Z');
 }
 
 /* A sleep started by the test itself, tagged as sandbox id's processes are. */
