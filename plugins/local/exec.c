@@ -308,7 +308,8 @@ static void close_child_ends(plan *p)
 
 typedef struct run {
 	pid_t child;
-	int lost; /* the subreaper helper died before reporting: the exit status is unknown */
+	int lost;  /* the subreaper helper died before reporting: the exit status is unknown */
+	int taken; /* someone else in this process reaped the command: its status is unknown */
 	int pidfd;
 	int out_r, err_r, in_w;
 	int status_r, control_w;
@@ -337,6 +338,46 @@ static void feed_stdin(run *r)
 	close_fd(&r->in_w);
 }
 
+/* Waits for the command (not under the helper) as waitpid does, through its pidfd where
+ * the kernel can (5.4): a waitpid by pid could reap another thread's child that got the pid
+ * after someone else reaped this one. Returns the pid, 0 while it runs (WNOHANG), or -1 with
+ * errno (ECHILD: no longer this process's to reap). */
+static pid_t child_wait(const run *r, int options, int *status)
+{
+	if (r->pidfd >= 0) {
+		siginfo_t si;
+		si.si_pid = 0;
+		if (waitid(P_PIDFD, (id_t)r->pidfd, &si, WEXITED | options) == 0) {
+			if (si.si_pid == 0)
+				return 0;
+			if (si.si_code == CLD_EXITED)
+				*status = (si.si_status & 0xff) << 8;
+			else /* CLD_KILLED, CLD_DUMPED */
+				*status =
+				    (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
+			return si.si_pid;
+		}
+		if (errno != EINVAL)
+			return -1;
+	}
+	return waitpid(r->child, status, options);
+}
+
+/* The error of an exec whose command someone else in this process reaped. */
+static int status_taken(sbx_error *err)
+{
+	struct sigaction sa;
+	int ignored = sigaction(SIGCHLD, NULL, &sa) == 0 &&
+		      (sa.sa_handler == SIG_IGN || (sa.sa_flags & SA_NOCLDWAIT));
+	return sbxs_host->set_error(
+	    err, SBX_E_BACKEND,
+	    "local: exec: the command ended, but %s, so its exit status is unknown (with "
+	    "kill_mechanism: subreaper the status comes over a pipe instead)",
+	    ignored ? "this process ignores SIGCHLD and the kernel discarded the status"
+		    : "another wait in this process reaped it first (a waitpid(-1), or a "
+		      "SIGCHLD handler that reaps every child)");
+}
+
 static void check_exit(const local_state *st, run *r)
 {
 	(void)st;
@@ -358,8 +399,16 @@ static void check_exit(const local_state *st, run *r)
 		return;
 	}
 	int status;
-	if (waitpid(r->child, &status, WNOHANG) == r->child) {
+	pid_t got = child_wait(r, WNOHANG, &status);
+	if (got > 0) {
 		r->status = status;
+		r->exited = 1;
+		r->child = -1;
+	} else if (got < 0 && errno == ECHILD) {
+		/* Ended, and reaped by a waitpid(-1) of the harness's, or by the kernel
+		 * under SIGCHLD ignored. Its pid may be someone else's already: never
+		 * signalled nor waited for again. */
+		r->taken = 1;
 		r->exited = 1;
 		r->child = -1;
 	}
@@ -460,8 +509,9 @@ static void helper_failed(int fd, int err)
 	(void)w;
 }
 
-/* The subreaper helper for the command of p, with p's pipes. Returns its pid or -1. */
-static pid_t start_helper(const local_state *st, const plan *p)
+/* The subreaper helper for the command of p, with p's pipes. Returns its pid or -1; *pidfd as
+ * for local_spawn. */
+static pid_t start_helper(const local_state *st, const plan *p, int *pidfd)
 {
 	size_t argc = 0;
 	while (p->argv[argc])
@@ -507,7 +557,7 @@ static pid_t start_helper(const local_state *st, const plan *p)
 			    .pdeathsig = 1};
 	for (int i = 0; i < LOCAL_JOIN_PROCS; i++)
 		hs.fds[8 + i] = j ? j->procs[i] : -1;
-	pid_t pid = local_spawn_program(&hs);
+	pid_t pid = local_spawn_program(&hs, pidfd);
 	int saved = errno;
 	free(av);
 	errno = saved;
@@ -537,7 +587,7 @@ static void start_sink(const local_state *st, run *r, const char *cg)
 			    .fds = {dn, dn, dn, r->out_r, r->err_r, procs},
 			    .n_fds = 6,
 			    .report = -1};
-	pid_t pid = dn >= 0 ? local_spawn_program(&hs) : -1;
+	pid_t pid = dn >= 0 ? local_spawn_program(&hs, NULL) : -1;
 	int status = 0;
 	/* It forks the sink and exits at once: nobody has to reap the sink. */
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
@@ -780,7 +830,7 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 	ssize_t got = 0;
 	p.rep = &rep;
 	if (r.helper) {
-		r.child = start_helper(st, &p);
+		r.child = start_helper(st, &p, &r.helper_fd);
 	} else {
 		/* The isolated level: this thread's children are born in the sandbox's PID
 		 * namespace until it points back. */
@@ -791,12 +841,13 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 			goto out;
 		}
 		int v2 = st->kill_mechanism == LOCAL_KILL_CGROUP_V2;
-		r.child = local_spawn(command_entry, &p, v2 ? p.cg_fd : -1, &p.placed);
+		r.child = local_spawn(command_entry, &p, v2 ? p.cg_fd : -1, &p.placed, &r.pidfd);
 		if (r.child > 0 && p.placed && !p.ran) {
 			/* Killed before it ran a single instruction: a command before it wrote
 			 * cgroup.kill of the cgroup it was kept from, and the kernel kills
 			 * whatever is born in such a cgroup. Once more in a new one. */
 			waitpid(r.child, NULL, 0);
+			close_fd(&r.pidfd);
 			close_fd(&p.cg_fd);
 			local_cg_remove(cg);
 			cg[0] = '\0';
@@ -804,7 +855,8 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 			rc = local_cg_exec_new(st, id, 0, cg, sizeof(cg), err);
 			if (rc == SBX_OK &&
 			    (p.cg_fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0)
-				r.child = local_spawn(command_entry, &p, p.cg_fd, &p.placed);
+				r.child =
+				    local_spawn(command_entry, &p, p.cg_fd, &p.placed, &r.pidfd);
 			else if (rc == SBX_OK)
 				rc = h->set_error(err, SBX_E_IO, "local: exec: %s: %s", cg,
 						  strerror(errno));
@@ -848,9 +900,10 @@ int local_execute(void *state, const char *id, const sbx_exec_request *req, sbx_
 		goto finish;
 	}
 
-	if (!r.helper)
+	/* A kernel before 5.2 made no pidfd with the clone (local_spawn); 5.3 has pidfd_open. */
+	if (!r.helper && r.pidfd < 0)
 		r.pidfd = (int)syscall(SYS_pidfd_open, r.child, 0);
-	else
+	else if (r.helper && r.helper_fd < 0)
 		r.helper_fd = (int)syscall(SYS_pidfd_open, r.child, 0);
 	if (r.in_w >= 0)
 		fcntl(r.in_w, F_SETFL, O_NONBLOCK);
@@ -962,9 +1015,14 @@ finish:
 			unlink(mark);
 	} else if (r.child > 0) {
 		int status;
-		if (waitpid(r.child, &status, 0) == r.child && !r.exited) {
+		pid_t w;
+		while ((w = child_wait(&r, 0, &status)) < 0 && errno == EINTR)
+			;
+		if (w > 0 && !r.exited) {
 			r.status = status;
 			r.exited = 1;
+		} else if (w < 0 && errno == ECHILD && !r.exited) {
+			r.taken = 1;
 		}
 	}
 	if (rc == SBX_OK && r.lost) {
@@ -976,6 +1034,8 @@ finish:
 		    "what it started may be out of reach; the subreaper cannot contain "
 		    "a hostile command (use a writable cgroup, or isolation: "
 		    "namespaces)");
+	} else if (rc == SBX_OK && r.taken && got != (ssize_t)sizeof(rep)) {
+		rc = status_taken(err);
 	} else if (rc == SBX_OK && got != (ssize_t)sizeof(rep)) {
 		if (WIFSIGNALED(r.status)) {
 			out->exit_code = -1;

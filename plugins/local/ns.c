@@ -629,7 +629,7 @@ static int start_init(const local_state *st, const char *id, const char *dir, sb
 			      .failed = init_exec_failed};
 	for (int i = 0; i < 1 + LOCAL_JOIN_PROCS; i++)
 		prog.fds[6 + i] = ip.procs[i];
-	pid_t helper = dn >= 0 ? local_spawn_program(&prog) : -1;
+	pid_t helper = dn >= 0 ? local_spawn_program(&prog, NULL) : -1;
 	int saved = errno;
 	if (dn >= 0)
 		close(dn);

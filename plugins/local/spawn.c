@@ -20,7 +20,12 @@
  * once the child has execed (CLONE_VFORK); local_spawn_fence takes it for writing, so it
  * returns once no child is in that window. Nothing on an exec's path forks: the subreaper
  * helper and the sink are a program of their own (helper/main.c), started here like a
- * command. */
+ * command.
+ *
+ * The pidfd a caller waits on comes from the clone itself (CLONE_PIDFD), not from a
+ * pidfd_open after it: in between, a harness that reaps every child (waitpid(-1)) could reap
+ * a command that already ended, and its pid could go to some other process, which a timeout
+ * would then kill. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -135,9 +140,11 @@ void local_spawn_fence(void)
 	pthread_rwlock_unlock(&spawning);
 }
 
-pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
+pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed, int *pidfd)
 {
 	*placed = 0;
+	if (pidfd)
+		*pidfd = -1;
 	void *stack = stack_take();
 	if (!stack)
 		return -1;
@@ -151,7 +158,8 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 	if (cgroup_fd >= 0 && atomic_load(&clone3_works)) {
 		struct clone_args ca;
 		memset(&ca, 0, sizeof(ca));
-		ca.flags = CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP;
+		ca.flags = CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP | (pidfd ? CLONE_PIDFD : 0);
+		ca.pidfd = (uint64_t)(uintptr_t)pidfd;
 		ca.exit_signal = SIGCHLD;
 		ca.stack = (uint64_t)(uintptr_t)stack;
 		ca.stack_size = CHILD_STACK;
@@ -172,7 +180,9 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed)
 	}
 #endif
 	if (pid < 0) {
-		pid = clone(fn, (char *)stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+		/* A kernel before 5.2 ignores CLONE_PIDFD here, and *pidfd stays -1. */
+		int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (pidfd ? CLONE_PIDFD : 0);
+		pid = clone(fn, (char *)stack + CHILD_STACK, flags, arg, pidfd);
 		saved = errno;
 	}
 #ifdef HAVE_CLONE3_ENTRY
@@ -217,8 +227,8 @@ fail:
 	_exit(127);
 }
 
-pid_t local_spawn_program(const local_program *prog)
+pid_t local_spawn_program(const local_program *prog, int *pidfd)
 {
 	int placed;
-	return local_spawn(program_entry, (void *)prog, -1, &placed);
+	return local_spawn(program_entry, (void *)prog, -1, &placed, pidfd);
 }

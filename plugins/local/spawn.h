@@ -11,8 +11,10 @@
 /* Runs fn(arg) in a child that shares the caller's memory until it execs or exits (vfork
  * semantics, own stack, signals blocked), born in the cgroup v2 folder open at cgroup_fd when
  * that is not -1 and the kernel can; *placed says whether it was (set before the child runs).
- * Returns the child's pid, or -1 with errno. */
-pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed);
+ * With pidfd not NULL, *pidfd gets a pidfd of the child made by the clone itself, so it is
+ * the child's even if someone else reaps it first, or -1 where the kernel has none (before
+ * 5.2; the caller may then pidfd_open). Returns the child's pid, or -1 with errno. */
+pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed, int *pidfd);
 
 /* Returns once every child local_spawn started before the call has execed or exited, and so
  * has closed the copies of this process's descriptors it was born with. A command's output
@@ -34,7 +36,8 @@ typedef struct local_program {
 	void (*failed)(int fd, int err); /* writes that report: system calls only */
 	int pdeathsig;                   /* SIGKILLed when the calling thread ends */
 } local_program;
-/* Returns the program's pid once it has execed (or exited), or -1 with errno. */
-pid_t local_spawn_program(const local_program *prog);
+/* Returns the program's pid once it has execed (or exited), or -1 with errno; pidfd as for
+ * local_spawn. */
+pid_t local_spawn_program(const local_program *prog, int *pidfd);
 
 #endif

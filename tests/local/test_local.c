@@ -261,6 +261,56 @@ Test(local_exec, basics_subreaper)
 
 /* A setsid escapee, a double-fork escapee and a grandchild holding the pipe: the call returns
  * within timeout + 1 s with the output so far, and none of them survives to write its marker. */
+/* A harness that ignores SIGCHLD has the kernel discard its children's exit statuses (and one
+ * that reaps with waitpid(-1) takes them). A command started as this process's child then
+ * ends with an error that says so, promptly and with its output delivered; under the
+ * subreaper the status comes over a pipe and the exec is whole. */
+static void check_sigchld_ignored(const char *mechanism)
+{
+	load(mechanism);
+	char id[64];
+	create(id);
+	cr_assert_neq(signal(SIGCHLD, SIG_IGN), SIG_ERR);
+	capture c;
+	sbx_exec_outcome o;
+	double t0 = now_s();
+	int rc = run(id, "echo hi; exit 3", 0, &c, &o);
+	double took = now_s() - t0;
+	signal(SIGCHLD, SIG_DFL);
+	cr_assert_str_eq(c.out, "hi\n");
+	cr_assert_lt(took, 10.0, "the exec took %.1f s", took);
+	if (strcmp(mechanism, "subreaper") == 0) {
+		cr_assert_eq(rc, SBX_OK, "%s", err.message);
+		cr_assert_eq(o.exit_code, 3);
+	} else {
+		cr_assert_eq(rc, SBX_E_BACKEND);
+		cr_assert_str_eq(
+		    err.message,
+		    "local: exec: the command ended, but this process ignores SIGCHLD and the "
+		    "kernel discarded the status, so its exit status is unknown (with "
+		    "kill_mechanism: subreaper the status comes over a pipe instead)");
+	}
+	cr_assert_eq(run(id, "exit 4", 0, &c, &o), SBX_OK, "%s", err.message);
+	cr_assert_eq(o.exit_code, 4);
+	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
+	unload();
+}
+
+Test(local_exec, sigchld_ignored_v2, .timeout = 30)
+{
+	check_sigchld_ignored("cgroup-v2");
+}
+
+Test(local_exec, sigchld_ignored_freezer, .timeout = 30)
+{
+	check_sigchld_ignored("cgroup-v1-freezer");
+}
+
+Test(local_exec, sigchld_ignored_subreaper, .timeout = 30)
+{
+	check_sigchld_ignored("subreaper");
+}
+
 static void check_timeout_kills_tree(const char *mechanism)
 {
 	load(mechanism);

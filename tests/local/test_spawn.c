@@ -1,9 +1,17 @@
-/* local_spawn_fence (plugins/local/spawn.c): it returns only once every child local_spawn
- * started before it has execed or exited, so a command's pipes still open after it exited are
- * held by its own leftovers, never by a copy in a child another thread is starting. */
+/* local_spawn (plugins/local/spawn.c).
+ * - local_spawn_fence returns only once every child local_spawn started before it has execed
+ *   or exited, so a command's pipes still open after it exited are held by its own leftovers,
+ *   never by a copy in a child another thread is starting.
+ * - The pidfd comes with the clone: it is the child's even when someone else reaps the child
+ *   before the caller looks at it. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,7 +36,7 @@ static int slow_child(void *arg)
 static void *spawner(void *arg)
 {
 	int placed = 0;
-	*(pid_t *)arg = local_spawn(slow_child, NULL, -1, &placed);
+	*(pid_t *)arg = local_spawn(slow_child, NULL, -1, &placed, NULL);
 	return NULL;
 }
 
@@ -69,4 +77,62 @@ Test(local_spawn, fence_waits_for_children_being_started, .timeout = 60)
 	/* No child starting: the fence returns at once, and again. */
 	local_spawn_fence();
 	local_spawn_fence();
+}
+
+static int exits_7(void *arg)
+{
+	(void)arg;
+	_exit(7);
+}
+
+/* The pid the kernel says pidfd stands for (the "Pid:" line of its fdinfo), or -2. */
+static long pidfd_pid(int pidfd)
+{
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	FILE *f = fopen(path, "r");
+	long pid = -2;
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "Pid:", 4) == 0)
+			pid = strtol(line + 4, NULL, 10);
+	if (f)
+		fclose(f);
+	return pid;
+}
+
+Test(local_spawn, pidfd_comes_with_the_child)
+{
+	/* Waited on through the pidfd: the child's own status. */
+	int placed = 1, pidfd = -5;
+	pid_t pid = local_spawn(exits_7, NULL, -1, &placed, &pidfd);
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(placed, 0);
+	cr_assert_geq(pidfd, 0, "no pidfd from the clone");
+	cr_assert_eq(pidfd_pid(pidfd), pid);
+	siginfo_t si = {0};
+	cr_assert_eq(waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED), 0, "%s", strerror(errno));
+	cr_assert_eq(si.si_pid, pid);
+	cr_assert_eq(si.si_code, CLD_EXITED);
+	cr_assert_eq(si.si_status, 7);
+	close(pidfd);
+
+	/* Reaped by someone else first (a harness's waitpid(-1)): the pidfd still stands for
+	 * that child, says it ended, and cannot reap any other. */
+	pidfd = -5;
+	pid = local_spawn(exits_7, NULL, -1, &placed, &pidfd);
+	cr_assert_gt(pid, 0);
+	cr_assert_geq(pidfd, 0);
+	int status = -1;
+	cr_assert_eq(waitpid(-1, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 7, "status %d", status);
+	struct pollfd pf = {.fd = pidfd, .events = POLLIN};
+	cr_assert_eq(poll(&pf, 1, 0), 1, "the pidfd does not say its child ended");
+	pid_t other = local_spawn(exits_7, NULL, -1, &placed, NULL);
+	cr_assert_gt(other, 0);
+	si.si_pid = 0;
+	errno = 0;
+	cr_assert_eq(waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED), -1);
+	cr_assert_eq(errno, ECHILD);
+	cr_assert_eq(waitpid(other, &status, 0), other, "the other child was reaped through it");
+	close(pidfd);
 }
