@@ -589,9 +589,14 @@ static void start_sink(const local_state *st, run *r, const char *cg)
 			    .report = -1};
 	pid_t pid = dn >= 0 ? local_spawn_program(&hs, NULL) : -1;
 	int status = 0;
-	/* It forks the sink and exits at once: nobody has to reap the sink. */
-	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) != 0)
+	pid_t w = pid;
+	/* It forks the sink and exits at once: nobody has to reap the sink. With SIGCHLD
+	 * ignored (or a waitpid(-1) first) its status is gone, and it is taken as started. */
+	if (pid > 0)
+		while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+			;
+	if (pid < 0 || (w != pid && errno != ECHILD) ||
+	    (w == pid && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)))
 		sbxs_host->log(SBX_LOG_WARN, "local",
 			       "exec: cannot start a sink for a leftover's output (%s): it gets "
 			       "EPIPE",
