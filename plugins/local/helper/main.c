@@ -54,6 +54,9 @@
 
 extern char **environ;
 
+/* CLOSE_RANGE_CLOEXEC of <linux/close_range.h>, which not every C library's headers reach. */
+#define HELPER_CLOSE_RANGE_CLOEXEC (1u << 2)
+
 static int is_open(int fd)
 {
 	return fcntl(fd, F_GETFD) >= 0;
@@ -325,10 +328,12 @@ int main(int argc, char **argv)
 	p.argv = argv + i + 1;
 	p.envp = environ;
 	p.path = getenv("PATH");
-	/* The command's exec closes the report pipe: its end of file tells the host it ran. */
-	for (int fd = FD_REPORT; fd < FD_PROCS + LOCAL_JOIN_PROCS; fd++)
-		if (is_open(fd) && fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)
-			local_child_fail(&p, LOCAL_STAGE_SETUP, errno);
+	/* The command's exec closes the report pipe: its end of file tells the host it ran.
+	 * One call where the kernel has it (5.11), else one descriptor at a time. */
+	if (syscall(SYS_close_range, (unsigned)FD_REPORT, ~0u, HELPER_CLOSE_RANGE_CLOEXEC) != 0)
+		for (int fd = FD_REPORT; fd < FD_PROCS + LOCAL_JOIN_PROCS; fd++)
+			if (is_open(fd) && fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)
+				local_child_fail(&p, LOCAL_STAGE_SETUP, errno);
 	if (ns_flags) {
 		join.active = join.via_helper = 1;
 		for (int k = 0; k < LOCAL_JOIN_PROCS; k++)
