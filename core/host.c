@@ -122,6 +122,8 @@ int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err)
 		sbx__free(h);
 		return sbx__set_error(err, SBX_E_NOMEM, "host: cannot create a mutex");
 	}
+	h->pid = (long)getpid();
+	h->fork_generation = sbx__fork_generation();
 	rc = host_init(h, &o, err);
 	if (rc != SBX_OK) {
 		sbx_host_free(h);
@@ -134,6 +136,11 @@ int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err)
 void sbx_host_free(sbx_host *host)
 {
 	if (!host)
+		return;
+	/* In a fork of the process that made it, all of it but the memory is the parent's:
+	 * plugin states (a runner's link, a plugin's threads), its ledger handle. The memory
+	 * stays too, rather than a half-freed host. */
+	if (host->fork_generation != sbx__fork_generation())
 		return;
 	for (size_t i = host->n_states; i > 0; i--)
 		sbx__state_free(host, host->states[i - 1]);

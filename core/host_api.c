@@ -164,6 +164,11 @@ static const char *api_state_dir_for(const sbx_config *cfg)
 	return sbx__mkdirs(cfg->state_dir) == 0 ? cfg->state_dir : NULL;
 }
 
+void sbx__host_api_fork_child(void)
+{
+	pthread_mutex_init(&api_lock, NULL);
+}
+
 void sbx__set_state_dir(const char *dir)
 {
 	pthread_mutex_lock(&api_lock);

@@ -79,7 +79,13 @@ struct sbx_host {
 	sbx__known_id *ids;
 	size_t n_ids;
 	uint64_t seq;
+	long pid;                 /* the process that made it */
+	unsigned fork_generation; /* sbx__fork_generation() then */
 };
+
+/* SBX_OK, or SBX_E_INVAL in err when this process is a fork of the one that made h: a host
+ * cannot cross a fork (fork.c). */
+int sbx__host_forked(const sbx_host *h, sbx_error *err);
 
 /* What a call on one sandbox id goes to. */
 typedef struct sbx__route {

@@ -6,6 +6,9 @@
 
 int sbx__host_ledger(sbx_host *h, sbx__ledger **out, sbx_error *err)
 {
+	*out = NULL;
+	if (sbx__host_forked(h, err) != SBX_OK)
+		return SBX_E_INVAL;
 	int rc = SBX_OK;
 	pthread_mutex_lock(&h->lock);
 	if (!h->ledger) {

@@ -28,6 +28,15 @@ char *sbx__strndup(const char *s, size_t n);
 /* printf into a new string; NULL on allocation failure. */
 char *sbx__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- fork (fork.c): how many forks this process is from the one that loaded libsbx, and
+ * what each module resets in a forked child (its process-wide locks, held maybe by a thread
+ * the child does not have) */
+unsigned sbx__fork_generation(void);
+void sbx__host_api_fork_child(void);
+void sbx__loader_fork_child(void);
+void sbx__outgate_fork_child(void);
+void sbx__proxy_fork_child(void);
+
 /* ---- errors (error.c) */
 /* Fills err (if not NULL) with code and the formatted message, returns code. */
 int sbx__set_error(sbx_error *err, int code, const char *fmt, ...)

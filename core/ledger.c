@@ -54,7 +54,14 @@ struct sbx__ledger {
 	pthread_mutex_t wake_lock;
 	pthread_cond_t woken;
 	uint64_t generation;
+	struct sbx__ledger *next; /* in `ledgers`, under ledgers_lock */
 };
+
+/* Every open handle of this process, for fork (sbx__ledger_fork_*). Opening and closing one
+ * (SQLite's open, migrations and close) happens under ledgers_lock; everything else SQLite
+ * does for a handle happens under its lock. */
+static pthread_mutex_t ledgers_lock = PTHREAD_MUTEX_INITIALIZER;
+static sbx__ledger *ledgers;
 
 /* Each migration takes the schema from version i to i + 1. Append only. */
 static const char *const migrations[] = {
@@ -236,6 +243,7 @@ int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 	pthread_condattr_destroy(&ca);
 	int rc;
 	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+	pthread_mutex_lock(&ledgers_lock);
 	if (sqlite3_open_v2(path, &led->db, flags, NULL) != SQLITE_OK) {
 		rc = sbx__set_error(err, SBX_E_LEDGER, "ledger: cannot open %s: %s", path,
 				    led->db ? sqlite3_errmsg(led->db) : "out of memory");
@@ -254,21 +262,42 @@ int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 	rc = migrate(led, err);
 	if (rc != SBX_OK)
 		goto fail;
+	led->next = ledgers;
+	ledgers = led;
+	pthread_mutex_unlock(&ledgers_lock);
 	*out = led;
 	return SBX_OK;
 fail:
+	pthread_mutex_unlock(&ledgers_lock);
 	sbx__error_prefix(err, "%s", path);
 	sbx__ledger_close(led);
 	return rc;
+}
+
+/* Under ledgers_lock: finalizes led's statements and closes its connection. */
+static void close_db_locked(sbx__ledger *led)
+{
+	for (size_t i = 0; i < STMT_CACHE; i++) {
+		sqlite3_finalize(led->cache[i].st);
+		led->cache[i].st = NULL;
+		led->cache[i].sql = NULL;
+	}
+	sqlite3_close(led->db);
+	led->db = NULL;
 }
 
 void sbx__ledger_close(sbx__ledger *led)
 {
 	if (!led)
 		return;
-	for (size_t i = 0; i < STMT_CACHE; i++)
-		sqlite3_finalize(led->cache[i].st);
-	sqlite3_close(led->db);
+	pthread_mutex_lock(&ledgers_lock);
+	for (sbx__ledger **p = &ledgers; *p; p = &(*p)->next)
+		if (*p == led) {
+			*p = led->next;
+			break;
+		}
+	close_db_locked(led);
+	pthread_mutex_unlock(&ledgers_lock);
 	pthread_cond_destroy(&led->woken);
 	pthread_mutex_destroy(&led->wake_lock);
 	pthread_cond_destroy(&led->batch_done);
@@ -419,6 +448,54 @@ static void give(sbx__ledger *led)
 	if (led->in_tx && batch_full(led))
 		finish_batch(led, SBX_OK, NULL);
 	pthread_mutex_unlock(&led->lock);
+}
+
+/* ---- fork
+ *
+ * SQLite's own advice is not to carry a connection into a forked child: the child's copy
+ * shares the parent's WAL index (a shared mapping) and the bookkeeping of which locks this
+ * process holds, which the kernel did not copy, and a thread of the parent inside SQLite at
+ * the fork leaves its mutexes locked for good. So a fork waits until no thread is inside
+ * SQLite through a ledger: prepare takes every handle's lock, committing its open batch (a
+ * write waiting for that commit learns its outcome once the parent goes on). In the child
+ * every connection is then closed before anything else runs, without the checkpoint a last
+ * close would otherwise try (the child must never write the parent's WAL into the database);
+ * the handles stay, unusable, with the hosts that own them (host.c refuses a host used in a
+ * fork), and a host the child makes opens connections of its own. */
+void sbx__ledger_fork_prepare(void)
+{
+	pthread_mutex_lock(&ledgers_lock);
+	for (sbx__ledger *led = ledgers; led; led = led->next) {
+		take(led);
+		if (led->in_tx)
+			finish_batch(led, SBX_OK, NULL);
+	}
+}
+
+void sbx__ledger_fork_parent(void)
+{
+	for (sbx__ledger *led = ledgers; led; led = led->next)
+		pthread_mutex_unlock(&led->lock);
+	pthread_mutex_unlock(&ledgers_lock);
+}
+
+void sbx__ledger_fork_child(void)
+{
+	for (sbx__ledger *led = ledgers; led; led = led->next) {
+		sqlite3_db_config(led->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+		close_db_locked(led);
+		/* The parent's threads waiting on these are not in this process. */
+		pthread_mutex_unlock(&led->lock);
+		pthread_cond_init(&led->batch_done, NULL);
+		pthread_mutex_init(&led->wake_lock, NULL);
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&led->woken, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	ledgers = NULL;
+	pthread_mutex_unlock(&ledgers_lock);
 }
 
 /* Under lock: opens the batch's transaction if none is open. */

@@ -56,6 +56,11 @@ typedef struct sbx__ledger_actor {
  * threads at once: WAL, a busy timeout, and one connection per handle guarded by a mutex. */
 int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err);
 void sbx__ledger_close(sbx__ledger *led);
+/* pthread_atfork handlers (fork.c): no thread is inside SQLite at a fork, and the child
+ * starts with every inherited connection closed (a handle it still has fails its calls). */
+void sbx__ledger_fork_prepare(void);
+void sbx__ledger_fork_parent(void);
+void sbx__ledger_fork_child(void);
 
 /* Records a sandbox about to be created (state creating), keyed by row->token. */
 int sbx__ledger_begin(sbx__ledger *led, const sbx__ledger_row *row, sbx_error *err);

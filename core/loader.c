@@ -253,6 +253,11 @@ static int pin_check(const char *real, const struct stat *st)
 	return mapped == NULL;
 }
 
+void sbx__loader_fork_child(void)
+{
+	pthread_mutex_init(&pins_lock, NULL);
+}
+
 /* After real loaded as handle: pins it unless it is pinned already. */
 static void pin_add(const char *real, const struct stat *st)
 {

@@ -37,6 +37,13 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static gate_slot *slots;
 static size_t n_slots;
 
+void sbx__outgate_fork_child(void)
+{
+	/* The gates of calls in progress are the parent's threads' and stay open here; the
+	 * child's own hosts make new ones. */
+	pthread_mutex_init(&table_lock, NULL);
+}
+
 static void gate_free(sbx__outgate *g)
 {
 	pthread_mutex_destroy(&g->lock);

@@ -42,6 +42,11 @@ typedef struct pstate {
 static pthread_mutex_t proxies_lock = PTHREAD_MUTEX_INITIALIZER;
 static proxy_plugin *proxies;
 
+void sbx__proxy_fork_child(void)
+{
+	pthread_mutex_init(&proxies_lock, NULL);
+}
+
 static proxy_plugin *proxy_of(const sbx_plugin_desc *d, uint32_t *idx)
 {
 	proxy_plugin *found = NULL;

@@ -40,7 +40,19 @@ struct sbx_queue {
 	uint32_t woken; /* of those, how many a submit has signalled and not yet run */
 	int stopping;
 	pthread_t *threads;
+	unsigned fork_generation; /* sbx__fork_generation() when made: its workers are there */
 };
+
+/* SBX_OK, or SBX_E_INVAL when this process is a fork of the one that made q: its workers
+ * and the calls they run are the parent's. */
+static int forked(const sbx_queue *q, sbx_error *err)
+{
+	if (q->fork_generation == sbx__fork_generation())
+		return SBX_OK;
+	return sbx__set_error(err, SBX_E_INVAL,
+			      "queue: made before a fork, and its workers stayed in the parent; "
+			      "make a host and a queue after the fork");
+}
 
 static void wake(sbx_queue *q)
 {
@@ -145,6 +157,7 @@ int sbx_queue_new(sbx_host *host, uint32_t workers, sbx_queue **out, sbx_error *
 	}
 	q->host = host;
 	q->fd = fd;
+	q->fork_generation = sbx__fork_generation();
 	q->max = workers;
 	q->threads = threads;
 	q->pending_tail = &q->pending;
@@ -189,6 +202,8 @@ int sbx_queue_submit(sbx_queue *q, const sbx_call *call, sbx_error *err)
 {
 	if (!q || !call)
 		return sbx__set_error(err, SBX_E_INVAL, "queue: queue and call are required");
+	if (forked(q, err) != SBX_OK)
+		return SBX_E_INVAL;
 	job *j = sbx__calloc(1, sizeof(*j));
 	if (!j)
 		return sbx__set_error(err, SBX_E_NOMEM, "queue: out of memory");
@@ -243,6 +258,8 @@ int sbx_queue_take(sbx_queue *q, sbx_completion *out, size_t max, size_t *n, sbx
 		*n = 0;
 	if (!q || !n || (max && !out))
 		return sbx__set_error(err, SBX_E_INVAL, "queue: queue, out and n are required");
+	if (forked(q, err) != SBX_OK)
+		return SBX_E_INVAL;
 	if (!max)
 		return SBX_OK;
 	size_t stride = out->struct_size;
@@ -299,6 +316,8 @@ void sbx_queue_free(sbx_queue *q)
 {
 	if (!q)
 		return;
+	if (forked(q, NULL) != SBX_OK)
+		return; /* its workers are not in this process: nothing to join, nothing to free */
 	pthread_mutex_lock(&q->lock);
 	q->stopping = 1;
 	pthread_cond_broadcast(&q->work);

@@ -148,6 +148,8 @@ int sbx__route_alias(sbx_host *h, const char *alias, const sbx__data_source *ds,
 		     sbx_error *err)
 {
 	memset(r, 0, sizeof(*r));
+	if (sbx__host_forked(h, err) != SBX_OK)
+		return SBX_E_INVAL;
 	snprintf(r->alias, sizeof(r->alias), "%s", alias);
 	pthread_mutex_lock(&h->lock);
 	r->slot = sbx__slot_find(h, alias, err);
@@ -190,6 +192,8 @@ int sbx__route_id(sbx_host *h, const char *id, sbx__route *r, sbx_error *err)
 	if (!h)
 		return sbx__set_error(err, SBX_E_INVAL, "host is NULL");
 	memset(r, 0, sizeof(*r));
+	if (sbx__host_forked(h, err) != SBX_OK)
+		return SBX_E_INVAL;
 	int rc = sbx__id_split(id, r->alias, sizeof(r->alias), &r->backend, err);
 	if (rc != SBX_OK)
 		return rc;

@@ -7,7 +7,12 @@
  * Conventions: every function returns an SBX_* status (0 = SBX_OK) and fills the optional
  * caller-owned `err` on failure. Outputs come last. Strings returned inside a result are owned
  * by that result. All functions taking an sbx_host are thread-safe unless they say otherwise;
- * sbx_host_new and sbx_host_free are not (no other call may run on that host meanwhile). */
+ * sbx_host_new and sbx_host_free are not (no other call may run on that host meanwhile).
+ *
+ * A host belongs to the process that made it. In a child made by fork() (Python's
+ * multiprocessing, for one), a host or queue made before the fork fails every call with
+ * SBX_E_INVAL, and freeing it there frees nothing that is the parent's; the child makes a host
+ * of its own with sbx_host_new. Forking while other threads are inside libsbx is safe. */
 #ifndef SBX_HOST_H
 #define SBX_HOST_H
 
