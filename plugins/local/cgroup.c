@@ -267,6 +267,13 @@ static pthread_mutex_t spares_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *spares[SPARES_MAX];
 static size_t n_spares;
 
+void local_cg_fork_child(void)
+{
+	/* The kept cgroups are named for the parent, which may use them any moment. */
+	pthread_mutex_init(&spares_lock, NULL);
+	n_spares = 0;
+}
+
 /* Takes the entry at i out of the list (under spares_lock), oldest first kept in order. */
 static char *spare_take(size_t i)
 {

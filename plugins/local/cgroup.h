@@ -20,6 +20,8 @@ int local_cg_exec_new(const local_state *st, const char *id, int reuse, char *bu
  * in the sandbox when it is empty and clean (cgroup v2) and was not killed, removes it
  * otherwise. */
 void local_cg_exec_done(const local_state *st, const char *path, int killed);
+/* For pthread_atfork (local.c): a forked child forgets the kept cgroups, the parent's. */
+void local_cg_fork_child(void);
 /* Removes the kept exec cgroups of sandbox id (NULL: of every sandbox of this root). */
 void local_cg_spares_drop(const local_state *st, const char *id);
 /* Kills every process in the cgroup at `path` (and below) and waits briefly until it is

@@ -498,6 +498,17 @@ void local_exec_reap_all(void)
 	pthread_mutex_unlock(&owed_lock);
 }
 
+void local_exec_fork_child(void)
+{
+	/* The helpers owed are the parent's children: nothing here can reap them. */
+	pthread_mutex_init(&owed_lock, NULL);
+	for (size_t i = 0; i < n_owed && i < OWED_MAX; i++)
+		close(owed[i]);
+	n_owed = 0;
+	pthread_mutex_init(&shell_lock, NULL);
+	shell_found[0] = '\0';
+}
+
 /* ---- starting sbx-local-exec (helper/main.c): the subreaper helper and the sink */
 
 #define HELPER_REPORT 3 /* sbx-local-exec's report pipe (helper/main.c) */

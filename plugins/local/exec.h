@@ -17,5 +17,8 @@ void local_kill_tagged(const char *id);
 int local_exec_none_left(const char *dir);
 /* Waits for the subreaper helpers whose exit was left to reap later (fini). */
 void local_exec_reap_all(void);
+/* For pthread_atfork (local.c): in a forked child, forgets the parent's helpers and resets
+ * the locks another thread of the parent may have held. */
+void local_exec_fork_child(void);
 
 #endif

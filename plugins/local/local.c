@@ -4,6 +4,7 @@
  * work dir; see files.c. */
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "local.h"
 #include "meta.h"
 #include "ns.h"
+#include "spawn.h"
 #include "state.h"
 
 static const sbx_config_key local_keys[] = {
@@ -295,6 +297,21 @@ static int local_sandbox_info(void *state, const char *id, char **json, sbx_erro
 		return sbxs_host->set_error(err, SBX_E_NOMEM, "local: sandbox info: out of memory");
 	memcpy(*json, buf, (size_t)n + 1);
 	return SBX_OK;
+}
+
+/* A harness may fork while another of its threads is inside this plugin: the child resets
+ * what that thread may have held (the host refuses a host made before the fork; the child's
+ * own host gets states of its own from local_init). */
+static void local_fork_child(void)
+{
+	local_spawn_fork_child();
+	local_exec_fork_child();
+	local_cg_fork_child();
+}
+
+__attribute__((constructor)) static void local_watch_forks(void)
+{
+	pthread_atfork(NULL, NULL, local_fork_child);
 }
 
 int sbx_plugin_register(const sbx_host_api *host, sbx_registrar *reg)

@@ -134,6 +134,17 @@ static atomic_int clone3_works = 1;
 /* Writers first: a fence must not wait behind a stream of new spawns. */
 static pthread_rwlock_t spawning = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
+/* In a forked child: the spawns in flight are the parent's threads', and so are the stacks
+ * they took. The list of kept stacks may have been mid-change; the child starts it anew (the
+ * copies of those stacks stay mapped, unused). */
+void local_spawn_fork_child(void)
+{
+	pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+	spawning = fresh;
+	pthread_mutex_init(&stacks_lock, NULL);
+	n_stacks = 0;
+}
+
 void local_spawn_fence(void)
 {
 	pthread_rwlock_wrlock(&spawning);

@@ -22,6 +22,10 @@ pid_t local_spawn(int (*fn)(void *), void *arg, int cgroup_fd, int *placed, int 
  * another thread was starting at that moment. */
 void local_spawn_fence(void);
 
+/* For pthread_atfork (local.c): resets the spawn lock and the kept stacks in a forked child,
+ * where the threads that held them are not. */
+void local_spawn_fork_child(void);
+
 /* A program of this plugin's (sbx-local-exec, sbx-local-init) started like a command: the
  * child borrows the caller's memory until it execs, with the descriptors given at fixed
  * numbers and everything else closed. */
