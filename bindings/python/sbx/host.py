@@ -13,6 +13,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -231,16 +232,43 @@ def _exec_result(r: _lib.ExecResult) -> ExecResult:
         stderr_file=_s(r.stderr_file), oom_killed=bool(r.oom_killed))
 
 
+# Hosts alive in this process. A libsbx host cannot cross a fork (its calls fail in the child
+# with SBX_E_INVAL): after os.fork() (multiprocessing's default start method on Linux) each one
+# makes a new libsbx host with the same options at its next call, and the old one is left to
+# the parent.
+_hosts: "weakref.WeakSet[Host]" = weakref.WeakSet()
+_fork_lock = threading.Lock()
+
+
+def _forked() -> None:
+    global _fork_lock
+    _fork_lock = threading.Lock()  # a parent's thread may have held the old one
+    for h in list(_hosts):
+        h._stale = True
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class Host:
-    """A libsbx host. Thread-safe; close() (or the context manager) frees it."""
+    """A libsbx host. Thread-safe; close() (or the context manager) frees it. Usable in a
+    forked child too: it makes a libsbx host of its own there at its first call."""
 
     def __init__(self, config: Union[str, os.PathLike, Mapping, None] = None, *,
                  registry: Optional[str] = None, state_dir: Optional[str] = None,
                  run_id: Optional[str] = None):
         self._L = _lib.lib()
-        opts = _lib.init_header(_lib.HostOptions())
         self._keep = []
         self._queues: List["_Queue"] = []  # freed before the host they run calls on
+        self._args = (config, registry, state_dir, run_id)
+        self._stale = False
+        self._handle = None
+        self._handle = self._new_handle()
+        _hosts.add(self)
+
+    def _new_handle(self) -> ctypes.c_void_p:
+        config, registry, state_dir, run_id = self._args
+        opts = _lib.init_header(_lib.HostOptions())
         if isinstance(config, Mapping):
             # JSON is YAML: the config block goes through the same parser as a file.
             opts.config_text = json.dumps(config).encode()
@@ -251,7 +279,22 @@ class Host:
         opts.run_id = _b(run_id)
         h = ctypes.c_void_p()
         self._call(self._L.sbx_host_new, ctypes.byref(opts), ctypes.byref(h))
-        self._h = h
+        return h
+
+    @property
+    def _h(self) -> Optional[ctypes.c_void_p]:
+        if self._stale:
+            with _fork_lock:
+                if self._stale and self._handle is not None:
+                    # The parent's host (and its queues) stay the parent's: not freed here.
+                    self._queues = []
+                    self._handle = self._new_handle()
+                self._stale = False
+        return self._handle
+
+    @_h.setter
+    def _h(self, value) -> None:
+        self._handle = value
 
     @staticmethod
     def _call(fn, *args):
@@ -262,11 +305,17 @@ class Host:
         return rc
 
     def close(self) -> None:
+        if getattr(self, "_stale", False):
+            # A fork's copy of the parent's host: nothing of it is this process's to free.
+            self._queues = []
+            self._handle = None
+            self._stale = False
+            return
         for q in list(getattr(self, "_queues", ())):
             q.close()
-        if getattr(self, "_h", None):
-            self._L.sbx_host_free(self._h)
-            self._h = None
+        if getattr(self, "_handle", None):
+            self._L.sbx_host_free(self._handle)
+            self._handle = None
 
     def __enter__(self):
         return self
