@@ -76,6 +76,12 @@
  * Threads: the host may call create/execute/destroy/file ops from many threads at once on the
  * same state unless the descriptor leaves SBX_PLUGIN_THREAD_SAFE out of `flags`, in which case
  * the host serialises calls into that plugin. init and fini are never concurrent with anything.
+ *
+ * fork(): the harness may fork while other threads are inside the plugin. The host never
+ * calls a plugin state in a process other than the one whose init made it: a forked child's
+ * host calls init again. A plugin whose process-wide data (static locks, caches of running
+ * things) a thread may hold at the fork resets it in a pthread_atfork child handler (the
+ * local plugin does, in local.c).
  */
 #ifndef SBX_PLUGIN_H
 #define SBX_PLUGIN_H
