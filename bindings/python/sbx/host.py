@@ -237,14 +237,17 @@ def _exec_result(r: _lib.ExecResult) -> ExecResult:
 # makes a new libsbx host with the same options at its next call, and the old one is left to
 # the parent.
 _hosts: "weakref.WeakSet[Host]" = weakref.WeakSet()
-_fork_lock = threading.Lock()
+_async_hosts: "weakref.WeakSet[AsyncHost]" = weakref.WeakSet()
+_fork_lock = threading.RLock()
 
 
 def _forked() -> None:
     global _fork_lock
-    _fork_lock = threading.Lock()  # a parent's thread may have held the old one
+    _fork_lock = threading.RLock()  # a parent's thread may have held the old one
     for h in list(_hosts):
         h._stale = True
+    for a in list(_async_hosts):
+        a._stale = True
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -755,17 +758,36 @@ class AsyncHost:
     def __init__(self, config: Union[str, os.PathLike, Mapping, None] = None, *,
                  max_workers: int = 64, **kwargs):
         self.host = Host(config, **kwargs)
+        self._workers = max_workers
+        self._stale = False
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                            thread_name_prefix="sbx")
         self._queue = _Queue(self.host, max_workers)
         self._inflight: Dict[tuple, "asyncio.Future"] = {}
+        _async_hosts.add(self)
+
+    def _renew(self) -> None:
+        """In a forked child (an event loop of its own, say in a multiprocessing worker): the
+        pool's threads and the queue's stayed in the parent, so both are made anew."""
+        with _fork_lock:
+            if self._stale:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._workers, thread_name_prefix="sbx")
+                self._inflight = {}
+                self.host._h  # the host's own libsbx host first
+                self._queue = _Queue(self.host, self._workers)
+                self._stale = False
 
     async def _run(self, fn, *args, **kwargs):
+        if self._stale:
+            self._renew()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 
     def _queued(self) -> Optional[_Queue]:
         """The completion queue, when this loop may use it (else the calls take the pool)."""
+        if self._stale:
+            self._renew()
         q = self._queue
         return q if q.usable(asyncio.get_running_loop()) else None
 
@@ -920,6 +942,12 @@ class AsyncHost:
     async def aclose(self) -> None:
         """Kills the commands still running, then waits for their workers and frees the host:
         it never waits on a command longer than killing it takes."""
+        if self._stale:
+            # A fork's copy: the commands, workers and host are the parent's.
+            self._stale = False
+            self._inflight = {}
+            self.host.close()
+            return
         kills = [self._kill_soon(sid, tok, running)
                  for (sid, tok), running in list(self._inflight.items())]
         loop = asyncio.get_running_loop()
