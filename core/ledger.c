@@ -227,13 +227,10 @@ static int set_wal(sbx__ledger *led, sbx_error *err)
 	}
 }
 
-int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
+/* What threads wait on for a handle: at open, and again in a forked child, where the parent's
+ * waiters are not. */
+static void init_waits(sbx__ledger *led)
 {
-	*out = NULL;
-	sbx__ledger *led = sbx__calloc(1, sizeof(*led));
-	if (!led)
-		return sbx__set_error(err, SBX_E_NOMEM, "ledger: out of memory");
-	pthread_mutex_init(&led->lock, NULL);
 	pthread_cond_init(&led->batch_done, NULL);
 	pthread_mutex_init(&led->wake_lock, NULL);
 	pthread_condattr_t ca;
@@ -241,6 +238,16 @@ int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&led->woken, &ca);
 	pthread_condattr_destroy(&ca);
+}
+
+int sbx__ledger_open(const char *path, sbx__ledger **out, sbx_error *err)
+{
+	*out = NULL;
+	sbx__ledger *led = sbx__calloc(1, sizeof(*led));
+	if (!led)
+		return sbx__set_error(err, SBX_E_NOMEM, "ledger: out of memory");
+	pthread_mutex_init(&led->lock, NULL);
+	init_waits(led);
 	int rc;
 	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
 	pthread_mutex_lock(&ledgers_lock);
@@ -486,13 +493,7 @@ void sbx__ledger_fork_child(void)
 		close_db_locked(led);
 		/* The parent's threads waiting on these are not in this process. */
 		pthread_mutex_unlock(&led->lock);
-		pthread_cond_init(&led->batch_done, NULL);
-		pthread_mutex_init(&led->wake_lock, NULL);
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&led->woken, &ca);
-		pthread_condattr_destroy(&ca);
+		init_waits(led);
 	}
 	ledgers = NULL;
 	pthread_mutex_unlock(&ledgers_lock);
