@@ -21,6 +21,7 @@
 #include <sbx/plugin.h>
 
 #include "ballast.h"
+#include "fork_tests.h"
 
 #ifndef SBX_LOCAL_SO
 #error SBX_LOCAL_SO must name the plugin
@@ -320,18 +321,6 @@ Test(local_exec, sigchld_ignored_subreaper, .timeout = 30)
  * forever. */
 static atomic_int spawner_stop;
 
-/* GCC 12's AddressSanitizer runtime does not make its allocator safe across fork(): a child
- * forked while another thread was inside malloc waits on the runtime's lock forever. The fork
- * tests therefore run from a build without SBX_SANITIZE (.ci/run runs the *_fork entries from
- * its optimised build); in a sanitized one they say so and skip. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SKIP_FORK_UNDER_ASAN()                                                               \
-	cr_skip_test("AddressSanitizer's allocator is not fork-safe with threads: run this " \
-		     "from a build without SBX_SANITIZE")
-#else
-#define SKIP_FORK_UNDER_ASAN() ((void)0)
-#endif
-
 static void *spawner_loop(void *arg)
 {
 	const char *id = arg;
@@ -382,31 +371,21 @@ static void check_fork_while_spawning(const char *mechanism)
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, spawner_loop, id), 0);
 	enum { FORKS = 30 };
-	int hung = 0, failed = 0, last = 0;
+	fork_tally t = {0, 0, 0};
 	for (int i = 0; i < FORKS; i++) {
 		usleep(2000);
 		pid_t kid = fork();
 		cr_assert_geq(kid, 0);
 		if (kid == 0)
 			_exit(child_runs_commands(mechanism));
-		int status = 0;
-		pid_t got = 0;
-		for (int ms = 0; ms < 60000 && (got = waitpid(kid, &status, WNOHANG)) == 0; ms += 5)
-			usleep(5000);
-		if (got == 0) {
-			hung++;
-			kill(kid, SIGKILL);
-			waitpid(kid, &status, 0);
-		} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-			failed++;
-			last = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-		}
+		fork_tally_wait(&t, kid);
 	}
 	atomic_store(&spawner_stop, 1);
 	for (int i = 0; i < 3; i++)
 		pthread_join(th[i], NULL);
-	cr_assert_eq(hung, 0, "%d of %d children hung", hung, FORKS);
-	cr_assert_eq(failed, 0, "%d of %d children failed, the last with %d", failed, FORKS, last);
+	cr_assert_eq(t.hung, 0, "%d of %d children hung", t.hung, FORKS);
+	cr_assert_eq(t.failed, 0, "%d of %d children failed, the last with %d", t.failed, FORKS,
+		     t.last);
 	cr_assert_eq(desc.destroy(state, id, &err), SBX_OK, "%s", err.message);
 	unload();
 }

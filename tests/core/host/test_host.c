@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fork_tests.h"
 #include "internal.h"
 
 static const char *config_text = "data_source:\n"
@@ -1065,18 +1066,6 @@ Test(host, error_messages_escape_control_characters)
 
 /* ---- fork: a host belongs to the process that made it (core/fork.c) */
 
-/* GCC 12's AddressSanitizer runtime does not make its allocator safe across fork(): a child
- * forked while another thread was inside malloc waits on the runtime's lock forever. The fork
- * tests therefore run from a build without SBX_SANITIZE (.ci/run runs the *_fork entries from
- * its optimised build); in a sanitized one they say so and skip. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SKIP_FORK_UNDER_ASAN()                                                               \
-	cr_skip_test("AddressSanitizer's allocator is not fork-safe with threads: run this " \
-		     "from a build without SBX_SANITIZE")
-#else
-#define SKIP_FORK_UNDER_ASAN() ((void)0)
-#endif
-
 static atomic_int churn_stop;
 
 typedef struct churner {
@@ -1189,27 +1178,15 @@ Test(host, a_fork_needs_a_host_of_its_own, .timeout = 120)
 		if (kids[i] == 0)
 			_exit(in_child(h, kid_ids[i]));
 	}
-	int hung = 0, failed = 0, last = 0;
-	for (int i = 0; i < FORKS; i++) {
-		int status = 0;
-		pid_t got = 0;
-		for (int ms = 0; ms < 60000 && (got = waitpid(kids[i], &status, WNOHANG)) == 0;
-		     ms += 10)
-			usleep(10000);
-		if (got == 0) {
-			hung++;
-			kill(kids[i], SIGKILL);
-			waitpid(kids[i], &status, 0);
-		} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-			failed++;
-			last = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-		}
-	}
+	fork_tally t = {0, 0, 0};
+	for (int i = 0; i < FORKS; i++)
+		fork_tally_wait(&t, kids[i]);
 	atomic_store(&churn_stop, 1);
 	for (int i = 0; i < CHURNERS; i++)
 		pthread_join(th[i], NULL);
-	cr_assert_eq(hung, 0, "%d of %d children hung", hung, FORKS);
-	cr_assert_eq(failed, 0, "%d of %d children failed, the last with %d", failed, FORKS, last);
+	cr_assert_eq(t.hung, 0, "%d of %d children hung", t.hung, FORKS);
+	cr_assert_eq(t.failed, 0, "%d of %d children failed, the last with %d", t.failed, FORKS,
+		     t.last);
 	/* The parent's host and ledger go on, and hold what the children recorded: each
 	 * child's sandbox is gone. */
 	sbx_exec_result *r = run(h, id, "still here", -1);
