@@ -4,6 +4,7 @@
  * ($FAULTS_TIGHT_REGISTRY: a runner with a one-second timeout that may die twice). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,10 +12,12 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fork_tests.h"
 #include "host_internal.h"
 
 static const char *config_text = "data_source:\n"
@@ -28,6 +31,7 @@ static const char *config_text = "data_source:\n"
 static int counter;
 
 static char state_dir[600];
+static int go_w = -1; /* harness_forks: the worker ends when this closes */
 
 static sbx_host *host_with(const char *registry_env, const char *config)
 {
@@ -783,4 +787,96 @@ Test(process, states_a_vanished_host_left_are_finished)
 	snprintf(mark, sizeof(mark), "%s/finished", dir);
 	struct stat sb;
 	cr_assert_eq(stat(mark, &sb), 0, "fini left no %s: %s", mark, strerror(errno));
+}
+
+/* A harness that forks a worker (Python's multiprocessing does) holding copies of every
+ * descriptor, the runner's connection among them; then the harness frees its host (free) or
+ * vanishes without freeing it. Either way its runner ends while the worker lives: sbx_host_free
+ * shuts the connection down, which reaches the runner through any copy, and the runner ends
+ * without the host waiting out the grace period (30 s in $FAULTS_FORK_REGISTRY); a vanished
+ * host is seen on the runner's pidfd of it. Returns the runner's pid; *kid is the worker,
+ * blocked until go_w closes; *free_ms is how long sbx_host_free took. */
+static long harness_forks(int free_host, long *kid, long *free_ms)
+{
+	int rep[2], go[2];
+	cr_assert_eq(pipe(rep), 0);
+	cr_assert_eq(pipe(go), 0);
+	pid_t c = fork();
+	cr_assert_geq(c, 0);
+	if (c == 0) {
+		close(rep[0]);
+		close(go[1]);
+		sbx_host *h = host_with("FAULTS_FORK_REGISTRY", config_text);
+		char cid[SBX_ID_MAX];
+		create(h, NULL, cid);
+		long rep_v[3] = {runner_pid(h, cid), 0, 0};
+		pid_t w = fork();
+		if (w == 0) {
+			char b;
+			ssize_t k = read(go[0], &b, 1); /* until the test closes its end */
+			_exit(k == 0 ? 0 : 5);
+		}
+		rep_v[1] = (long)w;
+		if (free_host) {
+			double t0 = now();
+			sbx_host_free(h);
+			rep_v[2] = (long)((now() - t0) * 1000);
+		}
+		if (w < 0 || write(rep[1], rep_v, sizeof(rep_v)) != (ssize_t)sizeof(rep_v))
+			_exit(4);
+		_exit(0);
+	}
+	close(rep[1]);
+	close(go[0]);
+	long v[3] = {0, 0, 0};
+	size_t got = 0;
+	ssize_t k;
+	while (got < sizeof(v) && (k = read(rep[0], (char *)v + got, sizeof(v) - got)) > 0)
+		got += (size_t)k;
+	close(rep[0]);
+	int status = 0;
+	cr_assert_eq(waitpid(c, &status, 0), c);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the harness failed: %d", status);
+	cr_assert_eq(got, sizeof(v));
+	cr_assert_gt(v[0], 1);
+	cr_assert_gt(v[1], 1);
+	*kid = v[1];
+	*free_ms = v[2];
+	go_w = go[1];
+	return v[0];
+}
+
+/* Whether process pid ends within ms (it is not the caller's child). */
+static int ends_within(long pid, int ms)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	if (pidfd < 0)
+		return errno == ESRCH;
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	int ended = poll(&p, 1, ms) == 1;
+	close(pidfd);
+	return ended;
+}
+
+Test(process, a_fork_of_a_freed_host_keeps_no_runner_alive)
+{
+	SKIP_FORK_UNDER_ASAN();
+	long kid = 0, free_ms = 0;
+	long runner = harness_forks(1, &kid, &free_ms);
+	/* sbx_host_free reaped it, and it had ended by itself: no wait for the 30 s grace. */
+	cr_assert_eq(kill((pid_t)runner, 0), -1);
+	cr_assert_lt(free_ms, 10000, "sbx_host_free took %ld ms", free_ms); /* loose */
+	cr_assert_eq(kill((pid_t)kid, 0), 0, "the worker is gone: %s", strerror(errno));
+	close(go_w);
+}
+
+Test(process, a_fork_of_a_vanished_host_keeps_no_runner_alive)
+{
+	SKIP_FORK_UNDER_ASAN();
+	long kid = 0, free_ms = 0;
+	long runner = harness_forks(0, &kid, &free_ms);
+	int ended = ends_within(runner, 30000); /* loose: it goes as soon as it sees the host go */
+	cr_assert_eq(kill((pid_t)kid, 0), 0, "the worker ended before the runner was seen");
+	close(go_w);
+	cr_assert(ended, "runner %ld lives on while its host's fork %ld does", runner, kid);
 }
