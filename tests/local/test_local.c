@@ -179,10 +179,20 @@ static void load(const char *mechanism)
 	load_from(SBX_LOCAL_SO, mechanism);
 }
 
+/* Never across a mount a failed test may have left behind. */
+static void remove_folder(const char *dir)
+{
+	char cmd[1600];
+	snprintf(cmd, sizeof(cmd), "rm -rf --one-file-system '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* A test that got this far passed: its state folder goes (a failed one's stays to look at). */
 static void unload(void)
 {
 	desc.fini(state);
 	dlclose(dl);
+	remove_folder(state_dir);
 }
 
 static void create(char id[64])
@@ -885,13 +895,6 @@ static void copy_plugin_alone(char *dir, size_t dir_cap, char *copy, size_t copy
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(copy, copy_cap, "%s/sbx-local.so", dir);
 	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", SBX_LOCAL_SO, copy);
-	cr_assert_eq(system(cmd), 0);
-}
-
-static void remove_folder(const char *dir)
-{
-	char cmd[1600];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	cr_assert_eq(system(cmd), 0);
 }
 
