@@ -124,6 +124,7 @@ int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err)
 	}
 	h->pid = (long)getpid();
 	h->fork_generation = sbx__fork_generation();
+	sbx__nofile_raise();
 	rc = host_init(h, &o, err);
 	if (rc != SBX_OK) {
 		sbx_host_free(h);

@@ -208,6 +208,7 @@ static const sbx_host_api host_api = {
     .config_json = api_config_json,
     .state_dir = api_state_dir,
     .state_dir_for = api_state_dir_for,
+    .command_nofile = sbx__nofile_command,
 };
 
 const sbx_host_api *sbx__host_api(void)

@@ -37,6 +37,15 @@ void sbx__loader_fork_child(void);
 void sbx__outgate_fork_child(void);
 void sbx__proxy_fork_child(void);
 
+/* ---- the open-files limit (nofile.c) */
+/* Raises this process's soft RLIMIT_NOFILE to its hard limit, once (not with
+ * SBX_KEEP_NOFILE=1). */
+void sbx__nofile_raise(void);
+/* The soft limit commands start with: what the process had before the raise (0: none). */
+uint64_t sbx__nofile_command(void);
+/* In a runner: its host's answer (the runner's command line). */
+void sbx__nofile_set_command(uint64_t soft);
+
 /* ---- errors (error.c) */
 /* Fills err (if not NULL) with code and the formatted message, returns code. */
 int sbx__set_error(sbx_error *err, int code, const char *fmt, ...)

@@ -451,9 +451,12 @@ static int spawn_runner(const char *runner, int child_fd, pid_t *pid, sbx_error 
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, all;
-	char host_pid[32];
+	char host_pid[32], nofile[32];
 	snprintf(host_pid, sizeof(host_pid), "%ld", (long)getpid());
-	char *argv[] = {(char *)runner, host_pid, NULL};
+	/* The open-files limit its plugins' commands get (nofile.c): the runner inherits the
+	 * host's raised one. */
+	snprintf(nofile, sizeof(nofile), "%llu", (unsigned long long)sbx__nofile_command());
+	char *argv[] = {(char *)runner, host_pid, nofile, NULL};
 	sigemptyset(&none);
 	sigfillset(&all);
 	int e = posix_spawn_file_actions_init(&fa);

@@ -78,6 +78,8 @@ double cli_parse_seconds(const char *s);
 #define CLI_FDS_SPARE 8
 /* RLIMIT_NOFILE's soft limit (1 << 30 when unlimited). */
 size_t cli_fds_limit(void);
+/* 1 when that soft limit is the hard one (libsbx raised it there, or they were equal). */
+int cli_fds_at_hard(void);
 /* Descriptors this process has open now. */
 size_t cli_fds_open(void);
 /* 1 when a failure with this message came from running out of descriptors: it names EMFILE or

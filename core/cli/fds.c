@@ -9,15 +9,23 @@
 
 #include "cli.h"
 
+static size_t limit_of(rlim_t v)
+{
+	return v == RLIM_INFINITY || v > (rlim_t)1 << 30 ? (size_t)1 << 30 : (size_t)v;
+}
+
+/* libsbx raised the soft limit to the hard one when the host was made (nofile.c); the
+ * commands of local sandboxes still start with the limit the process had. */
 size_t cli_fds_limit(void)
 {
-	/* The soft limit is left as it is: the commands of local sandboxes inherit it, and some
-	 * programs walk every descriptor up to it. */
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
-	    rl.rlim_cur > (rlim_t)1 << 30)
-		return (size_t)1 << 30;
-	return (size_t)rl.rlim_cur;
+	return getrlimit(RLIMIT_NOFILE, &rl) != 0 ? (size_t)1 << 30 : limit_of(rl.rlim_cur);
+}
+
+int cli_fds_at_hard(void)
+{
+	struct rlimit rl;
+	return getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= rl.rlim_max;
 }
 
 size_t cli_fds_open(void)

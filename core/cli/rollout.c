@@ -184,8 +184,10 @@ static void say_fds(rollout *ro, const char *why)
 		return;
 	fprintf(stderr,
 		"%srollout: %s (ulimit -n is %zu): running at most %zu tasks at once instead of "
-		"%zu; raise 'ulimit -n' to run more\n",
-		ro->progress ? "\n" : "", why, cli_fds_limit(), ro->limit, ro->conc);
+		"%zu; raise %s to run more\n",
+		ro->progress ? "\n" : "", why, cli_fds_limit(), ro->limit, ro->conc,
+		cli_fds_at_hard() ? "the hard limit ('ulimit -Hn', which sbx raises it to)"
+				  : "'ulimit -n'");
 }
 
 /* After a task's infrastructure error: if the process ran out of descriptors, fewer tasks

@@ -1,4 +1,4 @@
-/* sbx-runner HOST_PID: serves the plugin file the host names in its first request over the
+/* sbx-runner HOST_PID NOFILE: serves the plugin file the host names in its first request over the
  * socketpair on descriptor 3 (see core/link.c for how the host starts it).
  *
  * Worker threads take turns reading (leader and followers): the one holding the reader role
@@ -287,13 +287,16 @@ static sbx__rjob *next_job(void)
 
 int main(int argc, char **argv)
 {
-	char *end = NULL;
-	long host = argc == 2 ? strtol(argv[1], &end, 10) : 0;
-	if (argc != 2 || !end || *end || host <= 1) {
-		fprintf(stderr, "usage: sbx-runner HOST_PID (started by libsbx, with the "
-				"connection on descriptor 3)\n");
+	char *end = NULL, *nend = NULL;
+	long host = argc == 3 ? strtol(argv[1], &end, 10) : 0;
+	unsigned long long nofile = argc == 3 ? strtoull(argv[2], &nend, 10) : 0;
+	if (argc != 3 || !end || *end || host <= 1 || !nend || *nend || argv[2][0] == '-') {
+		fprintf(stderr, "usage: sbx-runner HOST_PID NOFILE (started by libsbx, with the "
+				"connection on descriptor 3; NOFILE: the open-files limit its "
+				"commands get, 0 for the inherited one)\n");
 		return 2;
 	}
+	sbx__nofile_set_command((uint64_t)nofile);
 	/* The inherited end of the socketpair: no command a plugin starts may hold it. */
 	if (fcntl(sbx__rn_fd, F_SETFD, FD_CLOEXEC) != 0) {
 		fprintf(stderr, "sbx-runner: descriptor %d is not open\n", sbx__rn_fd);

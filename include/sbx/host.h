@@ -66,6 +66,10 @@ typedef struct sbx_host_options {
 
 /* Creates a host. `opts` may be NULL for all defaults. Reads and validates the registry and
  * the config; plugins are loaded later, on first use of their alias.
+ * The first host of a process raises its soft open-files limit (RLIMIT_NOFILE) to the hard
+ * one, at most 2^20 (each command in flight holds descriptors); commands started on this
+ * machine still get the limit the process had. SBX_KEEP_NOFILE=1 in the environment leaves
+ * the limit alone.
  * Returns SBX_E_REGISTRY, SBX_E_CONFIG, SBX_E_NOMEM or SBX_E_IO with detail in err.
  * On success *out owns the host; release it with sbx_host_free. */
 int sbx_host_new(const sbx_host_options *opts, sbx_host **out, sbx_error *err);

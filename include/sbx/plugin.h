@@ -34,6 +34,9 @@
  *   1.4  sbx_create_opts and sbx_create_spec grow share_dir at their end: a host folder that
  *        is one sandbox's work dir. Only a plugin with the new descriptor flag
  *        SBX_PLUGIN_SHARE_DIR sees it; the host refuses it for any other.
+ *   1.5  sbx_host_api grows command_nofile(): libsbx raises its process's soft open-files
+ *        limit (RLIMIT_NOFILE) to the hard one, and a plugin that starts commands on this
+ *        machine gives each the soft limit the process had before.
  *
  * A plugin exports exactly one symbol, sbx_plugin_register(). The host calls it once after
  * dlopen(); the plugin calls host->register_sandbox() once per alias it provides and returns
@@ -297,6 +300,13 @@ typedef struct sbx_host_api {
 	 * made. Valid until fini. Two hosts with two state dirs in one process each get
 	 * their own. */
 	const char *(*state_dir_for)(const sbx_config *cfg);
+	/* ABI 1.5: the soft RLIMIT_NOFILE a command started on this machine should get before
+	 * its exec, or 0 to leave the inherited one. libsbx raises the soft limit of the
+	 * process it runs in to the hard limit (many commands in flight hold many descriptors);
+	 * this is what the process had before, and what commands expect: some walk every
+	 * descriptor up to the limit, and select() cannot take those past 1023. A plugin that
+	 * starts processes calls setrlimit() in the child, keeping the hard limit. */
+	uint64_t (*command_nofile)(void);
 } sbx_host_api;
 
 /* The one symbol a plugin exports. `host` stays valid until the plugin is unloaded. */

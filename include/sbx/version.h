@@ -10,6 +10,6 @@
 /* Plugin ABI: a plugin's major must equal the host's; its minor must not exceed the host's.
  * The change log is at the top of plugin.h. */
 #define SBX_ABI_MAJOR 1
-#define SBX_ABI_MINOR 4
+#define SBX_ABI_MINOR 5
 
 #endif

@@ -6,8 +6,11 @@
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -49,6 +52,23 @@ void local_child_reset_signals(void)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static _Atomic uint64_t nofile_soft;
+
+void local_child_set_nofile(uint64_t soft)
+{
+	atomic_store(&nofile_soft, soft);
+}
+
+void local_child_restore_nofile(void)
+{
+	uint64_t soft = atomic_load(&nofile_soft);
+	struct rlimit rl;
+	if (soft == 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur <= soft)
+		return;
+	rl.rlim_cur = (rlim_t)soft;
+	setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 void local_child_close_others(int *keep, size_t n_keep)
@@ -119,6 +139,7 @@ void local_child_run(const local_plan *p)
 	 * its drain and hand its pipes to a sink. Keep only the report pipe. */
 	int keep[] = {p->report_fd};
 	local_child_close_others(keep, p->report_fd >= 0 ? 1 : 0);
+	local_child_restore_nofile();
 	const char *file = p->argv[0];
 	if (strchr(file, '/')) {
 		execve(file, p->argv, p->envp);

@@ -75,6 +75,12 @@ void local_child_fail(const local_plan *p, int stage, int err);
 void local_child_reset_signals(void);
 /* Closes every descriptor from 3 up except the n_keep in keep (sorted in place). */
 void local_child_close_others(int *keep, size_t n_keep);
+/* The soft open-files limit commands get (the host API's command_nofile, read at init; 0:
+ * the inherited one), and, in a child, setting it back just before the exec: libsbx raised
+ * the host's. Last, because the child's own descriptors may sit above the limit until it
+ * has closed the others. */
+void local_child_set_nofile(uint64_t soft);
+void local_child_restore_nofile(void);
 /* Decimal digits of v into buf (no terminator); returns their count. */
 size_t local_child_fmt_long(char *buf, long v);
 /* The command itself: session, cgroup, sandbox, descriptors, cwd, exec. Never returns. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "child.h"
 #include "disk.h"
 #include "env.h"
 #include "exec.h"
@@ -112,6 +113,8 @@ static const char *uncontained_why(const local_state *st)
 
 static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 {
+	if (SBX_HAS(sbxs_host, sbx_host_api, command_nofile) && sbxs_host->command_nofile)
+		local_child_set_nofile(sbxs_host->command_nofile());
 	const char *root = NULL, *mech = NULL, *share = NULL;
 	int rc = opt_string(cfg, "root", &root, err);
 	if (rc == SBX_OK)

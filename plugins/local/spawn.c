@@ -231,6 +231,7 @@ static int program_entry(void *arg)
 	}
 	report = pr->report;
 	syscall(SYS_close_range, (unsigned)pr->n_fds, ~0u, 0);
+	local_child_restore_nofile();
 	execve(pr->exe, pr->argv, pr->envp);
 fail:
 	if (report >= 0 && pr->failed)

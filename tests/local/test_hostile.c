@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -427,6 +428,33 @@ Test(local_hostile, shell_variable_names_the_running_shell)
 		cr_assert_eq(sbx_exec(host, id, &o, &r, &err), SBX_OK, "%s", err.message);
 		cr_assert_str_eq(r->stdout_text, "/bin/own-shell\n", "%s level",
 				 level_names[level]);
+		sbx_exec_result_free(r);
+		stop();
+	}
+}
+
+/* The harness's open-files limit is its commands', though libsbx raised its own soft limit to
+ * the hard one (a few hundred commands in flight need more than a shell's usual 1024), at
+ * every level: the command's child, the subreaper's helper, the namespaced init. Each test
+ * runs in a process of its own, which makes its first host here. */
+Test(local_hostile, commands_keep_the_callers_open_files_limit)
+{
+	struct rlimit rl;
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 400)
+		cr_skip_test("the hard open-files limit here is %llu",
+			     (unsigned long long)rl.rlim_max);
+	rlim_t hard = rl.rlim_max, raised = hard > ((rlim_t)1 << 20) ? (rlim_t)1 << 20 : hard;
+	rl.rlim_cur = 200;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0, "%s", strerror(errno));
+	for (int level = PLAIN; level <= NAMESPACES; level++) {
+		if (!start_host(level, NULL, NULL))
+			continue;
+		cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+		cr_assert_eq(rl.rlim_cur, raised, "%s level: the host's soft limit is %llu",
+			     level_names[level], (unsigned long long)rl.rlim_cur);
+		sbx_exec_result *r = sh("ulimit -Sn");
+		cr_assert_str_eq(r->stdout_text, "200\n", "%s level", level_names[level]);
 		sbx_exec_result_free(r);
 		stop();
 	}

@@ -12,7 +12,7 @@ import sys
 import sysconfig
 
 ABI_MAJOR = 1
-ABI_MINOR = 4
+ABI_MINOR = 5
 
 _HEADER = [("struct_size", ctypes.c_uint32), ("abi_major", ctypes.c_uint16),
            ("abi_minor", ctypes.c_uint16)]

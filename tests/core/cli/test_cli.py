@@ -264,10 +264,10 @@ class Errors(unittest.TestCase):
         self.assertEqual(rc, 0)
         rows = {r["alias"]: r for r in json.loads(out)}
         self.assertEqual((rows["ok"]["state"], rows["ok"]["abi"], rows["ok"]["reason"]),
-                         ("loaded", "1.4", None))
+                         ("loaded", "1.5", None))
         self.assertIn("backend", rows["ok"])
         self.assertEqual(rows["major"]["state"], "faulty")
-        self.assertIn("plugin ABI 2.4 does not match host ABI 1.4", rows["major"]["reason"])
+        self.assertIn("plugin ABI 2.5 does not match host ABI 1.5", rows["major"]["reason"])
         self.assertNotIn("backend", rows["major"])
 
     def test_plugins_table(self):
@@ -276,7 +276,7 @@ class Errors(unittest.TestCase):
         lines = out.splitlines()
         self.assertEqual(lines[0].split(), ["ALIAS", "STATE", "ABI", "PATH", "/", "REASON"])
         ok = [l.split() for l in lines if l.startswith("ok ")][0]
-        self.assertEqual(ok[1:3], ["loaded", "1.4"])
+        self.assertEqual(ok[1:3], ["loaded", "1.5"])
 
     def test_config_check(self):
         rc, out, err = run("config", "check", ok_config())

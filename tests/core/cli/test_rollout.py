@@ -370,7 +370,8 @@ class Local(unittest.TestCase):
         self.assertEqual(p.returncode, 0, err)
         self.assertRegex(err, r"^rollout: each task needs up to 12 file descriptors \(ulimit -n "
                          r"is 60\): running at most [1-3] tasks at once instead of 16; raise "
-                         r"'ulimit -n' to run more\n(rollout: ([1-9]|1[0-2])/12 done, [0-3] in flight, 0 "
+                         r"the hard limit \('ulimit -Hn', which sbx raises it to\) to run "
+                         r"more\n(rollout: ([1-9]|1[0-2])/12 done, [0-3] in flight, 0 "
                          r"failed, 0 infra errors, [0-9.]+ tasks/s, ETA [0-9s-]+\n){12}"
                          r"rollout: 12 tasks: 12 ok, 0 with failing commands, 0 "
                          r"infrastructure errors; ")
@@ -378,6 +379,31 @@ class Local(unittest.TestCase):
         self.assertEqual({k: r["commands"][0]["stdout"] for k, r in rows.items()},
                          {i: str(i) for i in range(12)})
         self.assertEqual(os.listdir(root), [])
+
+    def test_a_low_soft_limit_is_raised_for_sbx_and_kept_for_the_commands(self):
+        # A shell's usual 1024 open files under a far higher hard limit: sbx raises its own
+        # soft limit to the hard one and runs all 16 at once, and each command, in process
+        # or in a runner, starts with the 40 the caller had.
+        cfg = local_config()
+        tasks = write("nofile.jsonl", "".join(
+            json.dumps({"id": i, "commands": ["ulimit -Sn; ulimit -Hn"]}) + "\n"
+            for i in range(16)))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if hard != resource.RLIM_INFINITY and hard < 16 * 12 + 100:
+            self.skipTest("the hard open-files limit here is %d" % hard)
+        for registry in (BUILD_REGISTRY, os.environ["SBX_PROCESS_REGISTRY"]):
+            env = dict(os.environ, SBX_STATE_DIR=os.path.join(TMP, "state"))
+            p = subprocess.run([SBX, "--registry", registry, "rollout", "--config", cfg,
+                                "--concurrency", "16", tasks], capture_output=True, env=env,
+                               timeout=200, preexec_fn=lambda: resource.setrlimit(
+                                   resource.RLIMIT_NOFILE, (40, hard)))
+            err = p.stderr.decode()
+            self.assertEqual(p.returncode, 0, err)
+            self.assertNotIn("file descriptors", err)
+            rows = rows_of_text(p.stdout.decode())
+            want = "40\n%s\n" % ("unlimited" if hard == resource.RLIM_INFINITY else hard)
+            self.assertEqual({k: r["commands"][0]["stdout"] for k, r in rows.items()},
+                             {i: want for i in range(16)}, registry)
 
     def test_a_cap_held_by_another_process_queues_the_rollout(self):
         root = os.path.join(TMP, "cap-root")

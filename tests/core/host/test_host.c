@@ -3,6 +3,7 @@
  * data source's policy, pause and auto_resume, files, serialised non-thread-safe plugins. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,6 +106,59 @@ Test(host, state_dir_is_created_private)
 	struct stat st;
 	cr_assert_eq(stat(state_dir, &st), 0);
 	cr_assert_eq(st.st_mode & 0777, 0700);
+	sbx_host_free(h);
+}
+
+/* The soft open-files limit under the hard one, as a login shell leaves it; 0 when the hard
+ * limit here is too low to tell a raise. */
+static rlim_t lower_soft_limit(rlim_t soft)
+{
+	struct rlimit rl;
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max <= soft + 100)
+		return 0;
+	rl.rlim_cur = soft;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0, "%s", strerror(errno));
+	return rl.rlim_max > ((rlim_t)1 << 20) ? (rlim_t)1 << 20 : rl.rlim_max;
+}
+
+static rlim_t soft_limit(void)
+{
+	struct rlimit rl;
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	return rl.rlim_cur;
+}
+
+/* The first host raises the process's soft limit to the hard one (at most 2^20), once; the
+ * host API tells plugins what commands should get back. Each test is a process of its own. */
+Test(host, the_first_host_raises_the_open_files_limit_once)
+{
+	rlim_t raised = lower_soft_limit(150);
+	if (!raised)
+		cr_skip_test("the hard open-files limit here is too low to tell");
+	const sbx_host_api *api = sbx__host_api();
+	cr_assert_eq(api->command_nofile(), 0, "nothing raised yet");
+	sbx_host *h = new_host(config_text);
+	cr_assert_eq(soft_limit(), raised);
+	cr_assert_eq(api->command_nofile(), 150);
+	/* Lowered again by the harness: a later host leaves it to the harness. */
+	lower_soft_limit(300);
+	sbx_host *h2 = new_host(config_text);
+	cr_assert_eq(soft_limit(), 300);
+	cr_assert_eq(api->command_nofile(), 150);
+	sbx_host_free(h2);
+	sbx_host_free(h);
+}
+
+Test(host, sbx_keep_nofile_leaves_the_open_files_limit)
+{
+	if (!lower_soft_limit(150))
+		cr_skip_test("the hard open-files limit here is too low to tell");
+	setenv("SBX_KEEP_NOFILE", "1", 1);
+	sbx_host *h = new_host(config_text);
+	unsetenv("SBX_KEEP_NOFILE");
+	cr_assert_eq(soft_limit(), 150);
+	cr_assert_eq(sbx__host_api()->command_nofile(), 0);
 	sbx_host_free(h);
 }
 

@@ -53,8 +53,13 @@ for so in "$work/cmake-build/sbx-custom.so" "$work/custom-src/sbx-custom.so"; do
 done
 
 # The relocated install finds its own registry beside its library, not the configured prefix's.
+# The ABI the installed headers speak, which the plugin was built against.
+abi=$(sed -n 's/^#define SBX_ABI_MAJOR \([0-9]*\)$/\1/p' "$prefix/include/sbx/version.h").$(
+	sed -n 's/^#define SBX_ABI_MINOR \([0-9]*\)$/\1/p' "$prefix/include/sbx/version.h")
+printf '%s\n' "$abi" | grep -qx '[0-9][0-9]*\.[0-9][0-9]*' || fail "no ABI in version.h: '$abi'"
 listing=$(env -u SBX_REGISTRY "$prefix/bin/sbx" plugins)
-printf '%s\n' "$listing" | grep -q '^custom  *loaded  *1\.4 ' || fail "installed sbx plugins: $listing"
+printf '%s\n' "$listing" | grep -q "^custom  *loaded  *${abi%.*}\\.${abi#*.} " ||
+	fail "installed sbx plugins (ABI $abi): $listing"
 
 cat >"$work/config.yaml" <<CFG
 data_source:

@@ -157,15 +157,15 @@ Test(loader, no_entry_symbol)
 Test(loader, wrong_major)
 {
 	expect_fail(FX("major"), "major", SBX_E_ABI,
-		    FX("major") ": plugin ABI 2.4 does not match host ABI 1.4: rebuild the plugin "
+		    FX("major") ": plugin ABI 2.5 does not match host ABI 1.5: rebuild the plugin "
 				"against sbx 1.x headers");
 }
 
 Test(loader, future_minor)
 {
 	expect_fail(FX("minor"), "minor", SBX_E_ABI,
-		    FX("minor") ": plugin ABI 1.9 is newer than host ABI 1.4: upgrade sbx or "
-				"rebuild the plugin against sbx 1.4 headers");
+		    FX("minor") ": plugin ABI 1.10 is newer than host ABI 1.5: upgrade sbx or "
+				"rebuild the plugin against sbx 1.5 headers");
 }
 
 Test(loader, descriptor_too_small)
