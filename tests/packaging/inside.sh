@@ -21,10 +21,16 @@ for so in "$work/custom-src/sbx-custom.so" "$work/custom-cmake/sbx-custom.so"; d
 done
 printf 'custom:\n  path: %s\n' "$work/custom-cmake/sbx-custom.so" >/etc/sbx/registry.d/custom.yaml
 
-# Every packaged backend loads from its own package, beside the third-party one.
+# Every packaged backend loads from its own package, beside the third-party one, at the ABI
+# of the installed headers.
+version_h=/usr/include/sbx/version.h # libsbx-dev's
+abi=$(sed -n 's/^#define SBX_ABI_MAJOR \([0-9]*\)$/\1/p' "$version_h").$(
+	sed -n 's/^#define SBX_ABI_MINOR \([0-9]*\)$/\1/p' "$version_h")
+printf '%s\n' "$abi" | grep -qx '[0-9][0-9]*\.[0-9][0-9]*' || fail "no ABI in $version_h: '$abi'"
 listing=$(sbx plugins)
 for a in local docker e2b k8s custom; do
-	printf '%s\n' "$listing" | grep -q "^$a  *loaded  *1\.4 " || fail "sbx plugins: $a: $listing"
+	printf '%s\n' "$listing" | grep -q "^$a  *loaded  *${abi%.*}\\.${abi#*.} " ||
+		fail "sbx plugins: $a (ABI $abi): $listing"
 done
 
 # The main job, as scripts/main.sh runs it, from the installed sbx.
