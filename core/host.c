@@ -1,6 +1,7 @@
 /* The host object: sbx_host_new (options, registry, config, the state dir, this process's
  * identity for the ledger) and sbx_host_free; the data sources of its config. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,17 @@ static int resolve_state_dir(const sbx_host_options *opts, char **out, sbx_error
 	struct stat st;
 	if (!e && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
 		e = ENOTDIR;
+	/* A relative one is the working directory's now: the harness may change directory. */
+	char real[PATH_MAX];
+	if (!e && dir[0] != '/') {
+		if (!realpath(dir, real)) {
+			e = errno;
+		} else {
+			sbx__free(dir);
+			if (!(dir = sbx__strdup(real)))
+				return sbx__nomem(err, "host");
+		}
+	}
 	if (e) {
 		sbx__set_error(err, SBX_E_IO, "host: cannot create state directory %s: %s", dir,
 			       strerror(e));

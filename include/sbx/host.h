@@ -55,7 +55,8 @@ typedef struct sbx_host_options {
 	/* Config given as YAML text instead of a file (config_path must then be NULL). */
 	const char *config_text;
 	/* Directory for per-call output and state. NULL: $SBX_STATE_DIR, then
-	 * $XDG_STATE_HOME/sbx, then ~/.local/state/sbx. */
+	 * $XDG_STATE_HOME/sbx, then ~/.local/state/sbx. A relative one is resolved against the
+	 * working directory here, once: the caller may change directory later. */
 	const char *state_dir;
 	/* Identifier of this run, recorded in labels. NULL: generated. */
 	const char *run_id;

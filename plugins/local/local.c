@@ -4,6 +4,7 @@
  * work dir; see files.c. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -176,6 +177,20 @@ static int local_init(const sbx_config *cfg, void **state, sbx_error *err)
 					  "local: init: cannot create root %s: %s", st->root,
 					  strerror(errno));
 		goto fail;
+	}
+	/* A relative root is the working directory's now: a harness that changes directory
+	 * later must not lose its sandboxes. */
+	if (st->root[0] != '/') {
+		char real[PATH_MAX];
+		const char *why = realpath(st->root, real) ? NULL : strerror(errno);
+		if (!why && strlen(real) >= sizeof(st->root) - 64)
+			why = "its absolute path is too long";
+		if (why) {
+			rc = sbxs_host->set_error(err, SBX_E_CONFIG, "local: init: root %s: %s",
+						  st->root, why);
+			goto fail;
+		}
+		memcpy(st->root, real, strlen(real) + 1);
 	}
 	rc = local_env_init(st, cfg, err);
 	if (rc == SBX_OK)

@@ -460,6 +460,41 @@ Test(local_hostile, commands_keep_the_callers_open_files_limit)
 	}
 }
 
+/* A harness that names its state dir and root relatively, then changes directory (a tool
+ * call's `cd`, a test's chdir): its sandboxes stay where they were made. Before, the next
+ * exec looked for the sandbox under the new directory and failed with SBX_E_NOT_FOUND,
+ * making a second state dir there. */
+Test(local_hostile, relative_state_dir_and_root_survive_a_chdir)
+{
+	char base[700], was[PATH_MAX], want[1200];
+	snprintf(base, sizeof(base), "%s/relative-XXXXXX", BUILD_DIR);
+	cr_assert_not_null(mkdtemp(base));
+	cr_assert_not_null(getcwd(was, sizeof(was)));
+	cr_assert_eq(chdir(base), 0);
+	sbx_host_options o = {
+	    .config_text = "data_source:\n  sandbox:\n    type: local\n    root: sandboxes\n",
+	    .state_dir = "state"};
+	SBX_INIT_HEADER(o);
+	cr_assert_eq(sbx_host_new(&o, &host, &err), SBX_OK, "%s", err.message);
+	sbx_create_opts c = {0};
+	SBX_INIT_HEADER(c);
+	cr_assert_eq(sbx_create(host, &c, id, &err), SBX_OK, "%s", err.message);
+	cr_assert_eq(chdir("/"), 0);
+	sbx_exec_result *r = sh("pwd");
+	snprintf(want, sizeof(want), "%s/sandboxes/%s/work\n", base, strchr(id, ':') + 1);
+	cr_assert_str_eq(r->stdout_text, want);
+	sbx_exec_result_free(r);
+	cr_assert_eq(sbx_destroy(host, id, &err), SBX_OK, "%s", err.message);
+	id[0] = '\0';
+	cr_assert(access("/state", F_OK) != 0 && access("/sandboxes", F_OK) != 0,
+		  "a state dir or root appeared in the new working directory");
+	stop();
+	cr_assert_eq(chdir(was), 0);
+	char cmd[800];
+	snprintf(cmd, sizeof(cmd), "rm -rf --one-file-system '%s'", base);
+	cr_assert_eq(system(cmd), 0);
+}
+
 /* The string `key` of the plugin's info into out (the root's cgroup folder is "cgroup", empty
  * under the subreaper; its folder is "root"); 0 when it is empty. */
 static int info_string(const char *key, char *out, size_t cap)
