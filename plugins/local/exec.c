@@ -1145,7 +1145,10 @@ static void kill_by_env(const char *name, const char *value)
 		return;
 	char *buf = NULL;
 	size_t cap = 0;
-	for (int round = 0; round < 3; round++) {
+	/* A process in the middle of an exec shows an empty environ for a moment (a command's
+	 * `setsid sleep &` right before the destroy): one clean pass is not enough, two in a
+	 * row are. */
+	for (int round = 0, clean = 0; round < 12 && clean < 2; round++) {
 		DIR *d = opendir("/proc");
 		if (!d)
 			break;
@@ -1164,10 +1167,11 @@ static void kill_by_env(const char *name, const char *value)
 			}
 		}
 		closedir(d);
-		if (!found)
-			break;
-		struct timespec ts = {0, 5000000};
-		nanosleep(&ts, NULL);
+		clean = found ? 0 : clean + 1;
+		if (clean < 2) {
+			struct timespec ts = {0, 5000000};
+			nanosleep(&ts, NULL);
+		}
 	}
 	free(buf);
 }
