@@ -100,6 +100,16 @@ static void expect_failure(sbx_host *h, const char *id, const char *shell, int s
 		cr_assert_str_eq(err.message, message, "%s", shell);
 }
 
+/* Reads fd until its end or cap bytes; returns how many. */
+static size_t read_fully(int fd, void *buf, size_t cap)
+{
+	size_t got = 0;
+	ssize_t k;
+	while (got < cap && (k = read(fd, (char *)buf + got, cap - got)) > 0)
+		got += (size_t)k;
+	return got;
+}
+
 static void sleep_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -765,19 +775,14 @@ Test(process, states_a_vanished_host_left_are_finished)
 	close(rep[1]);
 	close(errp[1]);
 	char dir[4200] = "";
-	size_t got = 0;
-	ssize_t k;
-	while ((k = read(rep[0], dir + got, sizeof(dir) - 1 - got)) > 0)
-		got += (size_t)k;
+	size_t got = read_fully(rep[0], dir, sizeof(dir) - 1);
 	dir[got] = '\0';
 	close(rep[0]);
 	cr_assert(got > 1 && dir[got - 1] == '\n', "the child reported no state dir: '%s'", dir);
 	dir[got - 1] = '\0';
 	/* The runner holds the other end of errp until it ends. */
 	static char text[65536];
-	got = 0;
-	while ((k = read(errp[0], text + got, sizeof(text) - 1 - got)) > 0)
-		got += (size_t)k;
+	got = read_fully(errp[0], text, sizeof(text) - 1);
 	text[got] = '\0';
 	close(errp[0]);
 	kill(c, SIGKILL);
@@ -829,10 +834,7 @@ static long harness_forks(int free_host, long *kid, long *free_ms)
 	close(rep[1]);
 	close(go[0]);
 	long v[3] = {0, 0, 0};
-	size_t got = 0;
-	ssize_t k;
-	while (got < sizeof(v) && (k = read(rep[0], (char *)v + got, sizeof(v) - got)) > 0)
-		got += (size_t)k;
+	size_t got = read_fully(rep[0], v, sizeof(v));
 	close(rep[0]);
 	int status = 0;
 	cr_assert_eq(waitpid(c, &status, 0), c);
